@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Shared by every probe family: per-task state, counters, the ring buffer,
+ * histograms and cgroup attribution. Handlers take `btf` as a compile-time
+ * constant: true in tp_btf programs (direct BTF loads), false in their
+ * raw_tp twins (CO-RE probe reads).
+ */
+#ifndef STALLTOP_COMMON_BPF_H
+#define STALLTOP_COMMON_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "stalltop.h"
+
+#define PF_KTHREAD 0x00200000
+#define TASK_RUNNING 0
+
+/* Wake user space only once this much is queued; it also polls. */
+#define RINGBUF_WAKEUP_BYTES (256 * 1024)
+
+/* Read one field of a kernel struct: direct in tp_btf, CO-RE otherwise. */
+#define FIELD(btf, ptr, field) ((btf) ? (ptr)->field : BPF_CORE_READ((ptr), field))
+
+/* Set from user space before load. */
+const volatile __u8 cgroup_v1_cpu = 0; /* attribute by the v1 cpu hierarchy */
+
+/* Per-task state, keyed by tid. Internal to BPF. */
+struct task_state {
+	__u64 runq_since; /* became runnable at; 0 when not waiting */
+	__u64 sys_enter_ts; /* in a syscall since; 0 when not */
+	__u64 sys_oncpu_ns; /* on-CPU time inside the current syscall */
+	__u64 slice_start; /* last switch-in while in a syscall */
+	__u64 sys_arg0;
+	__u64 sys_arg1;
+	__s32 sys_nr;
+	__u32 flags;
+};
+
+#define TASK_IS_KSOFTIRQD 1
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct task_state);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, COUNTER_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 slot)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &slot);
+
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
+static __always_inline struct task_state *task_state_get_or_create(__u32 tid)
+{
+	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
+	static const struct task_state zero = {};
+
+	if (ts)
+		return ts;
+	/* May fail with EEXIST when another CPU won the race: look up again. */
+	bpf_map_update_elem(&tasks, &tid, &zero, BPF_NOEXIST);
+	ts = bpf_map_lookup_elem(&tasks, &tid);
+	if (!ts)
+		count(COUNTER_TASKS_FULL);
+	return ts;
+}
+
+/* Reserve a record of `size` bytes of kind `kind` and fill its header. */
+static __always_inline void *record_reserve(__u16 kind, __u16 size, __u64 now)
+{
+	struct record_header *h = bpf_ringbuf_reserve(&events, size, 0);
+
+	if (!h) {
+		count(COUNTER_LOST_BASE + kind);
+		return NULL;
+	}
+	h->kind = kind;
+	h->size = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->ts = now;
+	return h;
+}
+
+/* Batch wakeups: one per RINGBUF_WAKEUP_BYTES, never one per record. */
+static __always_inline void record_submit(void *rec)
+{
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RINGBUF_WAKEUP_BYTES ?
+			      BPF_RB_FORCE_WAKEUP :
+			      BPF_RB_NO_WAKEUP;
+
+	bpf_ringbuf_submit(rec, flags);
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, shift;
+
+	shift = (v > 0xFFFFFFFFULL) << 5;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFFFF) << 4;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xFF) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xF) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+/* Slot of `v` in a histogram with 2^HIST_SUB_BITS sub-buckets per power of
+ * two: values below 4 have their own slot; above, (msb - 1) * 4 + the two
+ * bits after the leading one. Mirrored by src/model/histogram.rs. */
+static __always_inline __u32 hist_slot(__u64 v)
+{
+	__u32 msb, slot;
+
+	if (v < 4)
+		return v;
+	msb = log2_u64(v);
+	slot = ((msb - 1) << HIST_SUB_BITS) | ((v >> (msb - HIST_SUB_BITS)) & 3);
+	return slot < HIST_SLOTS ? slot : HIST_SLOTS - 1;
+}
+
+/* The cgroup a task is attributed to: its v1 cpu cgroup on v1 and hybrid
+ * hosts (there every task sits at the cgroup2 root), else its unified one. */
+static __always_inline __u64 task_cgroup(bool btf, struct task_struct *t)
+{
+	if (cgroup_v1_cpu && bpf_core_enum_value_exists(enum cgroup_subsys_id, cpu_cgrp_id)) {
+		int id = bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
+
+		if (id < 0 || id >= CGROUP_SUBSYS_COUNT)
+			return 0;
+		if (btf)
+			return t->cgroups->subsys[id]->cgroup->kn->id;
+		return BPF_CORE_READ(t, cgroups, subsys[id], cgroup, kn, id);
+	}
+	if (btf)
+		return t->cgroups->dfl_cgrp->kn->id;
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+static __always_inline void task_ref_fill(bool btf, struct task_ref *r, struct task_struct *t)
+{
+	r->pid = FIELD(btf, t, tgid);
+	r->tid = FIELD(btf, t, pid);
+	r->cgroup = r->tid ? task_cgroup(btf, t) : 0;
+	bpf_probe_read_kernel(r->comm, sizeof(r->comm), &t->comm);
+}
+
+#endif /* STALLTOP_COMMON_BPF_H */

@@ -1,0 +1,1 @@
+//! cgroup attribution (in progress).

@@ -1,0 +1,3 @@
+pub mod skel {
+    include!(concat!(env!("OUT_DIR"), "/stalltop.skel.rs"));
+}

@@ -1,0 +1,1 @@
+//! Recording files: writer and reader (in progress).
