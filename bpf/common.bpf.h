@@ -26,20 +26,6 @@
 /* Set from user space before load. */
 const volatile __u8 cgroup_v1_cpu = 0; /* attribute by the v1 cpu hierarchy */
 
-/* Per-task state, keyed by tid. Internal to BPF. */
-struct task_state {
-	__u64 runq_since; /* became runnable at; 0 when not waiting */
-	__u64 sys_enter_ts; /* in a syscall since; 0 when not */
-	__u64 sys_oncpu_ns; /* on-CPU time inside the current syscall */
-	__u64 slice_start; /* last switch-in while in a syscall */
-	__u64 sys_arg0;
-	__u64 sys_arg1;
-	__s32 sys_nr;
-	__u32 flags;
-};
-
-#define TASK_IS_KSOFTIRQD 1
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -58,6 +44,20 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_state);
+} cpus SEC(".maps");
+
+static __always_inline struct cpu_state *this_cpu(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cpus, &zero);
+}
 
 static __always_inline void count(__u32 slot)
 {
@@ -161,6 +161,14 @@ static __always_inline __u64 task_cgroup(bool btf, struct task_struct *t)
 	if (btf)
 		return t->cgroups->dfl_cgrp->kn->id;
 	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+static __always_inline void hist_add(__u32 *slots, __u64 v)
+{
+	__u32 slot = hist_slot(v);
+
+	if (slot < HIST_SLOTS)
+		__sync_fetch_and_add(&slots[slot], 1);
 }
 
 static __always_inline void task_ref_fill(bool btf, struct task_ref *r, struct task_struct *t)

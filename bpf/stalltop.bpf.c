@@ -7,7 +7,10 @@
  * family at open time.
  */
 #include "common.bpf.h"
-#include "runq.bpf.h"
+#include "sched.bpf.h"
+#include "softirq.bpf.h"
+#include "syscall.bpf.h"
+#include "sampler.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -16,6 +19,16 @@ struct record_header _record_header = {};
 struct runq_event _runq_event = {};
 struct runq_stats _runq_stats = {};
 struct preemptor_key _preemptor_key = {};
+struct task_state _task_state = {};
+struct softirq_event _softirq_event = {};
+struct softirq_stats _softirq_stats = {};
+struct stolen_key _stolen_key = {};
+struct stolen_stats _stolen_stats = {};
+struct syscall_event _syscall_event = {};
+struct syscall_key _syscall_key = {};
+struct syscall_stats _syscall_stats = {};
+struct sample_event _sample_event = {};
+struct cpu_state _cpu_state = {};
 
 SEC("?tp_btf/sched_wakeup")
 int BPF_PROG(btf_sched_wakeup, struct task_struct *p)
@@ -73,4 +86,81 @@ int BPF_PROG(raw_sched_process_exit, struct task_struct *p)
 {
 	on_task_exit(false, p);
 	return 0;
+}
+
+SEC("?tp_btf/softirq_raise")
+int BPF_PROG(btf_softirq_raise, unsigned int vec)
+{
+	on_softirq_raise(vec);
+	return 0;
+}
+
+SEC("?raw_tp/softirq_raise")
+int BPF_PROG(raw_softirq_raise, unsigned int vec)
+{
+	on_softirq_raise(vec);
+	return 0;
+}
+
+SEC("?tp_btf/softirq_entry")
+int BPF_PROG(btf_softirq_entry, unsigned int vec)
+{
+	on_softirq_entry(vec);
+	return 0;
+}
+
+SEC("?raw_tp/softirq_entry")
+int BPF_PROG(raw_softirq_entry, unsigned int vec)
+{
+	on_softirq_entry(vec);
+	return 0;
+}
+
+SEC("?tp_btf/softirq_exit")
+int BPF_PROG(btf_softirq_exit, unsigned int vec)
+{
+	on_softirq_exit(vec);
+	return 0;
+}
+
+SEC("?raw_tp/softirq_exit")
+int BPF_PROG(raw_softirq_exit, unsigned int vec)
+{
+	on_softirq_exit(vec);
+	return 0;
+}
+
+SEC("?tp_btf/sys_enter")
+int BPF_PROG(btf_sys_enter, struct pt_regs *regs, long id)
+{
+	on_sys_enter(true, regs, id);
+	return 0;
+}
+
+SEC("?raw_tp/sys_enter")
+int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
+{
+	on_sys_enter(false, regs, id);
+	return 0;
+}
+
+SEC("?tp_btf/sys_exit")
+int BPF_PROG(btf_sys_exit, struct pt_regs *regs, long ret)
+{
+	on_sys_exit();
+	return 0;
+}
+
+SEC("?raw_tp/sys_exit")
+int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
+{
+	on_sys_exit();
+	return 0;
+}
+
+/* Attached by user space to a cpu-clock perf event per CPU (optional). */
+SEC("?perf_event")
+int cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	return on_sample(ctx);
 }

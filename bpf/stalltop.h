@@ -10,8 +10,9 @@
 #define STALLTOP_H
 
 #define COMM_LEN 16
-#define PATH_LEN 256
+#define PATH_HALF 256 /* path buffers are 2 * PATH_HALF (see syscall_event) */
 #define STACK_DEPTH 32
+#define SYSCALL_NR_MAX 512
 
 /* Record kinds (record_header.kind). Index into the `counters` map too. */
 #define KIND_RUNQ 1      /* a task waited on the run queue over the threshold */
@@ -83,5 +84,136 @@ struct preemptor_key {
 	__u64 preemptor_cgroup;
 	__u8 comm[COMM_LEN];
 };
+
+/* KIND_SOFTIRQ: softirq `vector` was raised at ts - delay_ns and started
+ * running at ts, in `ctx` (ksoftirqd/N, or the task it interrupted). */
+struct softirq_event {
+	struct record_header hdr;
+	__u64 delay_ns;
+	__u32 vector;
+	__u32 in_ksoftirqd;
+	struct task_ref ctx;
+	/* `ctx` was inside this syscall (-1: not in a syscall) */
+	__s32 ctx_syscall;
+	__u32 _pad;
+};
+
+/* Softirq delay and run time, per vector (per-CPU map `softirq_by_vector`). */
+struct softirq_stats {
+	__u32 delay_slots[HIST_SLOTS];
+	__u64 count;
+	__u64 delay_total_ns;
+	__u64 delay_max_ns;
+	__u64 run_total_ns;
+	__u64 run_max_ns;
+	__u64 runs_in_ksoftirqd;
+	__u64 run_in_ksoftirqd_ns;
+};
+
+/* Key and value of map `softirq_stolen`: softirq time that ran inside an
+ * ordinary task's time slices, charged to it by the kernel. */
+struct stolen_key {
+	__u32 pid;
+	__u32 vector;
+};
+
+struct stolen_stats {
+	__u64 ns;
+	__u64 count;
+	__u8 comm[COMM_LEN];
+};
+
+/* How user space told us to read a syscall's arguments (rodata table
+ * `syscall_arg`, indexed by syscall number). */
+#define SYSCALL_ARG_NONE 0
+#define SYSCALL_ARG_FD0 1 /* arg 0 is a file descriptor */
+#define SYSCALL_ARG_FD1 2 /* arg 1 is a file descriptor */
+#define SYSCALL_ARG_PATH0 3 /* arg 0 is a user path string */
+#define SYSCALL_ARG_PATH1 4 /* arg 1 is a user path string */
+
+/* syscall_event.path_kind */
+#define PATH_NONE 0
+#define PATH_DENTRIES 1 /* components leaf first, each NUL-terminated */
+#define PATH_USER 2 /* the string the caller passed, as given */
+
+/* KIND_SYSCALL: a call that ran at least the wall or on-CPU threshold. */
+struct syscall_event {
+	struct record_header hdr;
+	struct task_ref task;
+	__u64 wall_ns;
+	__u64 oncpu_ns; /* time on a CPU in the task's own context */
+	__u64 softirq_ns; /* softirq time that ran inside its slices */
+	__s32 nr;
+	__u32 fd;
+	__u32 path_kind;
+	__u32 path_len; /* bytes used in path */
+	__u32 path_truncated;
+	__u32 inode_mode; /* S_IFMT bits of the file, 0 if unknown */
+	__u64 inode;
+	__u8 path[2 * PATH_HALF];
+};
+
+/* Syscall latency per (cgroup, syscall) (map `syscalls`). */
+struct syscall_key {
+	__u64 cgroup;
+	__u32 nr;
+	__u32 _pad;
+};
+
+struct syscall_stats {
+	__u32 slots[HIST_SLOTS];
+	__u64 count;
+	__u64 wall_total_ns;
+	__u64 oncpu_total_ns;
+	__u64 max_ns;
+};
+
+/* KIND_SAMPLE and KIND_IRQOFF: what a CPU was doing at a sampler tick. A
+ * sample is kept only while something on the CPU waits (a softirq, a
+ * woken ksoftirqd) or a task has been in a syscall for long; an irqoff
+ * record is the first tick after a gap of gap_ns without ticks. */
+struct sample_event {
+	struct record_header hdr;
+	struct task_ref task;
+	__u64 gap_ns; /* KIND_IRQOFF: time since the previous tick */
+	__s32 syscall; /* -1: not in a syscall */
+	__u32 why; /* SAMPLE_WHY_* bits */
+	__u32 kstack_len; /* bytes of kstack used */
+	__u32 ustack_len;
+	__u64 kstack[STACK_DEPTH];
+	__u64 ustack[STACK_DEPTH];
+};
+
+#define SAMPLE_WHY_SOFTIRQ 1 /* a softirq has been pending for long */
+#define SAMPLE_WHY_KSOFTIRQD 2 /* ksoftirqd/N has been runnable for long */
+#define SAMPLE_WHY_SYSCALL 4 /* the task has been in a syscall for long */
+#define SAMPLE_WHY_GAP 8 /* first tick after a gap */
+
+/* Per-CPU state (per-CPU map `cpus`); user space seeds ksoftirqd_tid. */
+struct cpu_state {
+	__u64 softirq_raised[NR_SOFTIRQ_VECTORS]; /* first raise while not pending */
+	__u64 softirq_entered[NR_SOFTIRQ_VECTORS];
+	__u64 softirq_ns; /* all softirq run time on this CPU so far */
+	__u64 last_tick; /* previous sampler tick */
+	__u32 ksoftirqd_tid;
+	__u32 _pad;
+};
+
+/* Per-task state (map `tasks`, keyed by tid). User space only seeds it:
+ * the ksoftirqd threads get TASK_IS_KSOFTIRQD before the probes attach. */
+struct task_state {
+	__u64 runq_since; /* became runnable at; 0 when not waiting */
+	__u64 sys_enter_ts; /* in a syscall since; 0 when not */
+	__u64 sys_oncpu_ns; /* on-CPU time inside the current syscall */
+	__u64 slice_start; /* last switch-in while in a syscall */
+	__u64 slice_softirq; /* the CPU's softirq_ns at slice_start */
+	__u64 sys_softirq_ns; /* softirq time inside the current syscall */
+	__u64 sys_arg0;
+	__u64 sys_arg1;
+	__s32 sys_nr;
+	__u32 flags;
+};
+
+#define TASK_IS_KSOFTIRQD 1
 
 #endif /* STALLTOP_H */

@@ -1,11 +1,114 @@
-//! stalltop: find the CPU stalls your application did not cause.
+//! stalltop: find the CPU stalls your application did not cause. Thin:
+//! parse the command line, set up logging, run a mode, map its failure to
+//! an exit code.
 
 mod cgroup;
+mod cli;
+mod cmd;
+mod event;
 mod histogram;
+mod host;
+mod model;
 mod probe;
 mod record;
+mod source;
 mod stream;
+mod symbols;
+mod syscall_table;
 
-fn main() {
-    println!("{}", std::mem::size_of::<probe::skel::types::runq_event>());
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Command};
+
+/// Why stalltop stopped; each has its own exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error(transparent)]
+    Probe(#[from] probe::ProbeError),
+    #[error(transparent)]
+    Cgroup(#[from] cgroup::CgroupError),
+    #[error("cannot read the recording {0}")]
+    Recording(String),
+    #[error("cannot write {0}")]
+    Output(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Failure {
+    fn io(e: std::io::Error) -> Failure {
+        Failure::Other(e.to_string())
+    }
+
+    /// 2 is clap's usage error.
+    fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Probe(probe::ProbeError::NotPrivileged { .. }) => 3,
+            Failure::Probe(probe::ProbeError::NoBtf) => 4,
+            Failure::Probe(probe::ProbeError::NoTracefs { .. }) => 5,
+            Failure::Probe(_) => 6,
+            Failure::Cgroup(_) => 7,
+            Failure::Recording(_) => 8,
+            Failure::Output(_) => 9,
+            Failure::Other(_) => 1,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = init_logging(cli.log.as_deref()) {
+        eprintln!("stalltop: cannot open the log file: {e}");
+        return ExitCode::from(1);
+    }
+    let result = match &cli.command {
+        Some(Command::Report(args)) => cmd::report::run(args),
+        Some(Command::Record(args)) => block_on(cmd::record::run(args, &cli.probe)),
+        None => Err(Failure::Other(
+            "the live view is not available yet; use `stalltop record`".into(),
+        )),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stalltop: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(f: F) -> Result<(), Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Failure::io)?
+        .block_on(f)
+}
+
+/// Logs (ours and libbpf's) go to `path` only; never to the terminal.
+fn init_logging(path: Option<&std::path::Path>) -> std::io::Result<()> {
+    let Some(path) = path else {
+        libbpf_rs::set_print(None);
+        return Ok(());
+    };
+    let file = std::fs::File::create(path)?;
+    tracing_subscriber::fmt()
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STALLTOP_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, |level, msg| {
+        let msg = msg.trim_end();
+        match level {
+            libbpf_rs::PrintLevel::Warn => tracing::warn!(target: "libbpf", "{msg}"),
+            libbpf_rs::PrintLevel::Info => tracing::info!(target: "libbpf", "{msg}"),
+            libbpf_rs::PrintLevel::Debug => tracing::debug!(target: "libbpf", "{msg}"),
+        }
+    })));
+    Ok(())
 }

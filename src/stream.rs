@@ -38,7 +38,11 @@ pub struct HostInfo {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     pub runq_threshold_ns: u64,
-    pub takeover_threshold_ns: u64,
+    /// Softirq delay, ksoftirqd wait or irqs-off gap that makes a stall.
+    pub stall_threshold_ns: u64,
+    pub syscall_wall_threshold_ns: u64,
+    pub syscall_oncpu_threshold_ns: u64,
+    pub sample_hz: u32,
     /// "tp_btf" or "raw_tp".
     pub attach: String,
     /// Which hierarchy cgroup ids refer to: "v1 cpu" or "unified".
@@ -51,7 +55,56 @@ pub struct KernelSnapshot {
     pub ts_ns: u64,
     pub runq: Vec<CgroupRunq>,
     pub preemptors: Vec<Preemptor>,
+    pub softirq: Vec<SoftirqStats>,
+    pub softirq_stolen: Vec<SoftirqStolen>,
+    pub syscalls: Vec<SyscallStats>,
     pub counters: Counters,
+    /// Cost of each loaded program (needs kernel.bpf_stats_enabled=1).
+    pub programs: Vec<ProgramCost>,
+}
+
+/// Softirq delay (raise -> entry) and run time of one vector on one CPU.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct SoftirqStats {
+    pub cpu: u32,
+    pub vector: u32,
+    pub delay: Histogram,
+    pub count: u64,
+    pub delay_max_ns: u64,
+    pub run_total_ns: u64,
+    pub run_max_ns: u64,
+    pub runs_in_ksoftirqd: u64,
+    pub run_in_ksoftirqd_ns: u64,
+}
+
+/// Softirq time that ran inside the time slices of process `pid`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SoftirqStolen {
+    pub pid: u32,
+    pub comm: String,
+    pub vector: u32,
+    pub ns: u64,
+    pub count: u64,
+}
+
+/// Latency of one syscall in one cgroup.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct SyscallStats {
+    pub cgroup: u64,
+    pub nr: u32,
+    pub wall: Histogram,
+    pub count: u64,
+    pub wall_total_ns: u64,
+    pub oncpu_total_ns: u64,
+    pub max_ns: u64,
+}
+
+/// Run count and time of one BPF program since it loaded.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProgramCost {
+    pub name: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
 }
 
 /// Run-queue latency and preemption causes of the tasks of one cgroup.
@@ -111,8 +164,14 @@ pub struct CgroupThrottle {
     pub usage_ns: Option<u64>,
 }
 
-/// cgroup id (kernfs inode) -> path relative to its hierarchy root.
+/// Names for ids and addresses that the probe records carry: cgroup id
+/// (kernfs inode) -> path relative to its hierarchy root; code address ->
+/// symbol, for kernel stacks and, per process, user stacks.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct NameTable {
     pub cgroups: Vec<(u64, String)>,
+    #[serde(default)]
+    pub kernel_symbols: Vec<(u64, String)>,
+    #[serde(default)]
+    pub user_symbols: Vec<(u32, u64, String)>,
 }

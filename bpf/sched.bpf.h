@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Run-queue latency per cgroup, preemption causes and top preemptors, and
- * the over-threshold waits (ordinary tasks and ksoftirqd takeovers).
+ * The scheduler tracepoints: run-queue latency per cgroup, preemption
+ * causes and top preemptors, over-threshold waits (ordinary tasks and
+ * ksoftirqd takeovers), and the slices of tasks inside syscalls.
  */
-#ifndef STALLTOP_RUNQ_BPF_H
-#define STALLTOP_RUNQ_BPF_H
+#ifndef STALLTOP_SCHED_BPF_H
+#define STALLTOP_SCHED_BPF_H
 
 #include "common.bpf.h"
+#include "syscall.bpf.h"
 
 const volatile __u64 runq_threshold_ns = 10 * 1000 * 1000;
 const volatile __u64 takeover_threshold_ns = 10 * 1000 * 1000;
@@ -139,7 +141,7 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 				preemption_record(btf, prev, next);
 		}
 		if (ps && ps->sys_enter_ts)
-			ps->sys_oncpu_ns += now - ps->slice_start;
+			syscall_slice_end(ps, this_cpu(), now);
 	}
 
 	if (!next_tid)
@@ -161,7 +163,7 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		}
 	}
 	if (ns->sys_enter_ts)
-		ns->slice_start = now;
+		syscall_slice_start(ns, this_cpu(), now);
 }
 
 static __always_inline void on_task_exit(bool btf, struct task_struct *p)
@@ -171,4 +173,4 @@ static __always_inline void on_task_exit(bool btf, struct task_struct *p)
 	bpf_map_delete_elem(&tasks, &tid);
 }
 
-#endif /* STALLTOP_RUNQ_BPF_H */
+#endif /* STALLTOP_SCHED_BPF_H */

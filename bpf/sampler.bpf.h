@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * CPU X-ray: a cpu-clock perf event on every CPU. Each tick costs a few
+ * loads; a stack is taken only when it can explain something (a softirq
+ * or ksoftirqd waiting on this CPU, a task long inside a syscall), and a
+ * gap between ticks far beyond the period is reported as irqs-off.
+ */
+#ifndef STALLTOP_SAMPLER_BPF_H
+#define STALLTOP_SAMPLER_BPF_H
+
+#include "common.bpf.h"
+
+/* Keep stacks once something has waited (or a call run) this long. */
+const volatile __u64 sample_after_ns = 1000 * 1000;
+/* A gap between ticks at least this long is an irqs-off stall. */
+const volatile __u64 irqoff_threshold_ns = 10 * 1000 * 1000;
+
+static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct task_state *current_state,
+					    __u64 now)
+{
+	__u32 why = 0;
+	int vec;
+
+	for (vec = 0; vec < NR_SOFTIRQ_VECTORS; vec++) {
+		__u64 raised = cs->softirq_raised[vec];
+
+		if (raised && now - raised >= sample_after_ns)
+			why |= SAMPLE_WHY_SOFTIRQ;
+	}
+	if (cs->ksoftirqd_tid) {
+		__u32 tid = cs->ksoftirqd_tid;
+		struct task_state *k = bpf_map_lookup_elem(&tasks, &tid);
+
+		if (k && k->runq_since && now - k->runq_since >= sample_after_ns)
+			why |= SAMPLE_WHY_KSOFTIRQD;
+	}
+	if (current_state && current_state->sys_enter_ts &&
+	    now - current_state->sys_enter_ts >= sample_after_ns)
+		why |= SAMPLE_WHY_SYSCALL;
+	return why;
+}
+
+static __always_inline int on_sample(void *ctx)
+{
+	struct cpu_state *cs = this_cpu();
+	struct task_state *ts;
+	struct sample_event *e;
+	__u64 now, gap;
+	__u32 tid, why;
+	long len;
+
+	if (!cs)
+		return 0;
+	now = bpf_ktime_get_ns();
+	gap = cs->last_tick ? now - cs->last_tick : 0;
+	cs->last_tick = now;
+	tid = (__u32)bpf_get_current_pid_tgid();
+	ts = tid ? bpf_map_lookup_elem(&tasks, &tid) : NULL;
+	why = sample_reasons(cs, ts, now);
+	if (gap >= irqoff_threshold_ns)
+		why |= SAMPLE_WHY_GAP;
+	if (!why)
+		return 0;
+
+	e = record_reserve(why & SAMPLE_WHY_GAP ? KIND_IRQOFF : KIND_SAMPLE, sizeof(*e), now);
+	if (!e)
+		return 0;
+	task_ref_fill(true, &e->task, bpf_get_current_task_btf());
+	e->gap_ns = gap;
+	e->syscall = ts && ts->sys_enter_ts ? ts->sys_nr : -1;
+	e->why = why;
+	len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	e->kstack_len = len > 0 ? len : 0;
+	len = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
+	e->ustack_len = len > 0 ? len : 0;
+	record_submit(e);
+	return 0;
+}
+
+#endif /* STALLTOP_SAMPLER_BPF_H */

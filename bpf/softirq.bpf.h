@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Softirq delay (first raise of a vector not yet pending -> entry) and run
+ * time, per CPU and vector; who ran it (ksoftirqd/N or the task it
+ * interrupted); softirq time stolen from ordinary tasks.
+ */
+#ifndef STALLTOP_SOFTIRQ_BPF_H
+#define STALLTOP_SOFTIRQ_BPF_H
+
+#include "common.bpf.h"
+
+const volatile __u64 softirq_threshold_ns = 10 * 1000 * 1000;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_SOFTIRQ_VECTORS);
+	__type(key, __u32);
+	__type(value, struct softirq_stats);
+} softirq_by_vector SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct stolen_key);
+	__type(value, struct stolen_stats);
+} softirq_stolen SEC(".maps");
+
+static __always_inline void on_softirq_raise(unsigned int vec)
+{
+	struct cpu_state *cs = this_cpu();
+
+	if (!cs || vec >= NR_SOFTIRQ_VECTORS)
+		return;
+	barrier_var(vec); /* index with the register that was bounds-checked */
+	if (!cs->softirq_raised[vec])
+		cs->softirq_raised[vec] = bpf_ktime_get_ns();
+}
+
+static __always_inline void softirq_event_emit(__u64 now, __u64 delay, __u32 vec,
+					       bool in_ksoftirqd, __u32 tid)
+{
+	struct softirq_event *e = record_reserve(KIND_SOFTIRQ, sizeof(*e), now);
+	struct task_state *ts;
+
+	if (!e)
+		return;
+	e->delay_ns = delay;
+	e->vector = vec;
+	e->in_ksoftirqd = in_ksoftirqd;
+	task_ref_fill(true, &e->ctx, bpf_get_current_task_btf());
+	ts = bpf_map_lookup_elem(&tasks, &tid);
+	e->ctx_syscall = ts && ts->sys_enter_ts ? ts->sys_nr : -1;
+	e->_pad = 0;
+	record_submit(e);
+}
+
+static __always_inline void on_softirq_entry(unsigned int vec)
+{
+	struct cpu_state *cs = this_cpu();
+	struct softirq_stats *s;
+	__u64 now, raised, delay;
+	__u32 tid, key = vec;
+
+	if (!cs || vec >= NR_SOFTIRQ_VECTORS)
+		return;
+	barrier_var(vec); /* index with the register that was bounds-checked */
+	now = bpf_ktime_get_ns();
+	cs->softirq_entered[vec] = now;
+	raised = cs->softirq_raised[vec];
+	if (!raised)
+		return; /* raised before we attached */
+	cs->softirq_raised[vec] = 0;
+	delay = now - raised;
+	s = bpf_map_lookup_elem(&softirq_by_vector, &key);
+	if (!s)
+		return;
+	/* Per-CPU values: no other CPU writes here, no atomics needed. */
+	s->count++;
+	s->delay_total_ns += delay;
+	if (delay > s->delay_max_ns)
+		s->delay_max_ns = delay;
+	{
+		__u32 slot = hist_slot(delay);
+
+		if (slot < HIST_SLOTS)
+			s->delay_slots[slot]++;
+	}
+	if (delay >= softirq_threshold_ns) {
+		tid = (__u32)bpf_get_current_pid_tgid();
+		softirq_event_emit(now, delay, vec, tid == cs->ksoftirqd_tid, tid);
+	}
+}
+
+static __always_inline void softirq_stolen_add(__u32 pid, __u32 vec, __u64 ran)
+{
+	struct stolen_key key = { .pid = pid, .vector = vec };
+	struct stolen_stats *st = bpf_map_lookup_elem(&softirq_stolen, &key);
+
+	if (st) {
+		__sync_fetch_and_add(&st->ns, ran);
+		__sync_fetch_and_add(&st->count, 1);
+		return;
+	}
+	{
+		struct stolen_stats fresh = { .ns = ran, .count = 1 };
+
+		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
+		if (bpf_map_update_elem(&softirq_stolen, &key, &fresh, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&softirq_stolen, &key))
+			count(COUNTER_STOLEN_FULL);
+	}
+}
+
+static __always_inline void on_softirq_exit(unsigned int vec)
+{
+	struct cpu_state *cs = this_cpu();
+	struct softirq_stats *s;
+	__u64 now, entered, ran;
+	__u64 pid_tgid;
+	__u32 key = vec;
+
+	if (!cs || vec >= NR_SOFTIRQ_VECTORS)
+		return;
+	barrier_var(vec); /* index with the register that was bounds-checked */
+	entered = cs->softirq_entered[vec];
+	if (!entered)
+		return;
+	cs->softirq_entered[vec] = 0;
+	now = bpf_ktime_get_ns();
+	ran = now - entered;
+	cs->softirq_ns += ran;
+	s = bpf_map_lookup_elem(&softirq_by_vector, &key);
+	if (!s)
+		return;
+	s->run_total_ns += ran;
+	if (ran > s->run_max_ns)
+		s->run_max_ns = ran;
+	pid_tgid = bpf_get_current_pid_tgid();
+	if ((__u32)pid_tgid == cs->ksoftirqd_tid) {
+		s->runs_in_ksoftirqd++;
+		s->run_in_ksoftirqd_ns += ran;
+	} else if ((__u32)pid_tgid) {
+		softirq_stolen_add(pid_tgid >> 32, vec, ran);
+	}
+}
+
+#endif /* STALLTOP_SOFTIRQ_BPF_H */

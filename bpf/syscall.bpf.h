@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Syscall latency per (cgroup, syscall): wall time, on-CPU time (the
+ * slices the task ran inside the call, minus the softirqs that ran in
+ * them) and, for slow calls, the file the call was about.
+ */
+#ifndef STALLTOP_SYSCALL_BPF_H
+#define STALLTOP_SYSCALL_BPF_H
+
+#include "common.bpf.h"
+
+#define PATH_COMPONENTS 24
+
+const volatile __u64 syscall_wall_threshold_ns = 10 * 1000 * 1000;
+const volatile __u64 syscall_oncpu_threshold_ns = 1000 * 1000;
+/* SYSCALL_ARG_* per syscall number, filled from the syscall table. */
+const volatile __u8 syscall_arg[SYSCALL_NR_MAX] = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct syscall_key);
+	__type(value, struct syscall_stats);
+} syscalls SEC(".maps");
+
+/* A slice of a task inside a syscall starts (switch-in, or the call). */
+static __always_inline void syscall_slice_start(struct task_state *ts, struct cpu_state *cs,
+						__u64 now)
+{
+	ts->slice_start = now;
+	ts->slice_softirq = cs ? cs->softirq_ns : 0;
+}
+
+/* ... and ends: charge it to the call, softirqs that ran in it apart. */
+static __always_inline void syscall_slice_end(struct task_state *ts, struct cpu_state *cs,
+					      __u64 now)
+{
+	__u64 ran = now - ts->slice_start;
+	__u64 softirq = cs ? cs->softirq_ns - ts->slice_softirq : 0;
+
+	if (softirq > ran)
+		softirq = ran;
+	ts->sys_softirq_ns += softirq;
+	ts->sys_oncpu_ns += ran - softirq;
+}
+
+static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state *ts = task_state_get_or_create(tid);
+	__u64 now;
+
+	if (!ts)
+		return;
+	now = bpf_ktime_get_ns();
+	ts->sys_nr = id;
+	ts->sys_enter_ts = now;
+	ts->sys_oncpu_ns = 0;
+	ts->sys_softirq_ns = 0;
+	syscall_slice_start(ts, this_cpu(), now);
+	if (btf) {
+		ts->sys_arg0 = PT_REGS_PARM1_SYSCALL(regs);
+		ts->sys_arg1 = PT_REGS_PARM2_SYSCALL(regs);
+	} else {
+		ts->sys_arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
+		ts->sys_arg1 = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	}
+}
+
+static __always_inline void syscall_record(__u64 cgroup, __s32 nr, __u64 wall, __u64 oncpu)
+{
+	struct syscall_key key = { .cgroup = cgroup, .nr = nr };
+	static const struct syscall_stats zero = {};
+	struct syscall_stats *s = bpf_map_lookup_elem(&syscalls, &key);
+
+	if (!s) {
+		bpf_map_update_elem(&syscalls, &key, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&syscalls, &key);
+		if (!s) {
+			count(COUNTER_SYSCALLS_FULL);
+			return;
+		}
+	}
+	hist_add(s->slots, wall);
+	__sync_fetch_and_add(&s->count, 1);
+	__sync_fetch_and_add(&s->wall_total_ns, wall);
+	__sync_fetch_and_add(&s->oncpu_total_ns, oncpu);
+	if (wall > s->max_ns)
+		s->max_ns = wall; /* racy by design, like runq max */
+}
+
+/* The file behind `fd` of the current task, or NULL. */
+static __always_inline struct file *current_file(__u32 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **slots;
+	struct file *f = NULL;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	slots = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&f, sizeof(f), &slots[fd]);
+	return f;
+}
+
+/* Write the path of `f` into e->path: components leaf first, each
+ * NUL-terminated, crossing mount points up to the root. */
+static __always_inline void path_of_file(struct file *f, struct syscall_event *e)
+{
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct vfsmount *vfsmnt = BPF_CORE_READ(f, f_path.mnt);
+	struct mount *mnt = container_of(vfsmnt, struct mount, mnt);
+	__u32 off = 0;
+	int i;
+
+	e->inode = BPF_CORE_READ(f, f_inode, i_ino);
+	e->inode_mode = BPF_CORE_READ(f, f_inode, i_mode) & 0170000;
+	e->path_kind = PATH_DENTRIES;
+	for (i = 0; i < PATH_COMPONENTS; i++) {
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		struct dentry *mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
+		const unsigned char *name;
+		long len;
+
+		if (d == mnt_root || d == parent) {
+			struct mount *mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
+
+			if (mnt_parent == mnt)
+				goto done; /* the root of everything */
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = mnt_parent;
+			continue;
+		}
+		name = BPF_CORE_READ(d, d_name.name);
+		len = bpf_probe_read_kernel_str(&e->path[off & (PATH_HALF - 1)], PATH_HALF, name);
+		if (len <= 0)
+			goto done;
+		off += len;
+		if (off >= PATH_HALF) {
+			e->path_truncated = 1;
+			goto done;
+		}
+		d = parent;
+	}
+	e->path_truncated = 1; /* deeper than PATH_COMPONENTS */
+done:
+	e->path_len = off < PATH_HALF ? off : PATH_HALF;
+}
+
+static __always_inline void syscall_event_emit(struct task_state *ts, __u64 now, __u64 wall,
+					       __u64 oncpu)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct syscall_event *e = record_reserve(KIND_SYSCALL, sizeof(*e), now);
+	__u32 nr = ts->sys_nr;
+	__u8 how;
+
+	if (!e)
+		return;
+	task_ref_fill(true, &e->task, task);
+	e->wall_ns = wall;
+	e->oncpu_ns = oncpu;
+	e->softirq_ns = ts->sys_softirq_ns;
+	e->nr = ts->sys_nr;
+	e->fd = 0;
+	e->path_kind = PATH_NONE;
+	e->path_len = 0;
+	e->path_truncated = 0;
+	e->inode_mode = 0;
+	e->inode = 0;
+	how = nr < SYSCALL_NR_MAX ? syscall_arg[nr & (SYSCALL_NR_MAX - 1)] : SYSCALL_ARG_NONE;
+	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1) {
+		struct file *f;
+
+		e->fd = how == SYSCALL_ARG_FD0 ? ts->sys_arg0 : ts->sys_arg1;
+		f = current_file(e->fd);
+		if (f)
+			path_of_file(f, e);
+	} else if (how == SYSCALL_ARG_PATH0 || how == SYSCALL_ARG_PATH1) {
+		const char *user = (const char *)(how == SYSCALL_ARG_PATH0 ? ts->sys_arg0 : ts->sys_arg1);
+		long len = bpf_probe_read_user_str(e->path, PATH_HALF, user);
+
+		e->path_kind = PATH_USER;
+		e->path_len = len > 0 ? len : 0;
+	}
+	record_submit(e);
+}
+
+static __always_inline void on_sys_exit(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
+	__u64 now, wall, cgroup;
+
+	if (!ts || !ts->sys_enter_ts)
+		return;
+	now = bpf_ktime_get_ns();
+	syscall_slice_end(ts, this_cpu(), now);
+	wall = now - ts->sys_enter_ts;
+	cgroup = task_cgroup(true, bpf_get_current_task_btf());
+	syscall_record(cgroup, ts->sys_nr, wall, ts->sys_oncpu_ns);
+	if (wall >= syscall_wall_threshold_ns || ts->sys_oncpu_ns >= syscall_oncpu_threshold_ns)
+		syscall_event_emit(ts, now, wall, ts->sys_oncpu_ns);
+	ts->sys_enter_ts = 0;
+}
+
+#endif /* STALLTOP_SYSCALL_BPF_H */

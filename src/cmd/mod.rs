@@ -1,0 +1,5 @@
+//! One module per subcommand; each wires sources to sinks and returns a
+//! `Failure` that main maps to an exit code.
+
+pub mod record;
+pub mod report;

@@ -1,0 +1,106 @@
+//! `stalltop record`: probes -> recording file, headless, until --duration
+//! or SIGINT/SIGTERM.
+
+use std::time::Duration;
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+
+use crate::cli::{ProbeArgs, RecordArgs};
+use crate::host;
+use crate::record::Writer;
+use crate::source::{self, LiveSource};
+use crate::stream::{Entry, Header, Settings};
+use crate::Failure;
+
+pub async fn run(args: &RecordArgs, probe_args: &ProbeArgs) -> Result<(), Failure> {
+    let (config, hierarchy) = source::probe_config(probe_args)?;
+    let start_ns = host::monotonic_ns();
+    let header_for = |attach: &str| Header {
+        host: host::info(),
+        start_ns,
+        wall_clock_offset_ns: host::wall_clock_offset_ns(),
+        settings: Settings {
+            runq_threshold_ns: config.runq_threshold_ns,
+            stall_threshold_ns: config.stall_threshold_ns,
+            syscall_wall_threshold_ns: config.syscall_wall_threshold_ns,
+            syscall_oncpu_threshold_ns: config.syscall_oncpu_threshold_ns,
+            sample_hz: config.sample_hz,
+            attach: attach.to_string(),
+            cgroup_hierarchy: hierarchy.name().to_string(),
+        },
+    };
+    let (tx, mut rx) = mpsc::channel::<Entry>(256);
+    let source = LiveSource::start(config.clone(), hierarchy.clone(), tx)?;
+    let header = header_for(source.info.attach);
+    let mut writer = match Writer::create(&args.output, &header) {
+        Ok(w) => w,
+        Err(e) => {
+            source.join();
+            return Err(Failure::Output(format!("{}: {e}", args.output.display())));
+        }
+    };
+    eprintln!(
+        "stalltop: recording to {} ({} probes){}",
+        args.output.display(),
+        source.info.attach,
+        match args.duration {
+            Some(d) => format!(" for {d:?}"),
+            None => ", Ctrl-C to stop".into(),
+        }
+    );
+
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(Failure::io)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(Failure::io)?;
+    let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
+    tokio::pin!(deadline);
+    let mut flush = tokio::time::interval(source::SNAPSHOT_INTERVAL);
+    let mut entries = 0u64;
+    let mut write_error = None;
+    loop {
+        tokio::select! {
+            entry = rx.recv() => match entry {
+                Some(entry) => {
+                    if let Err(e) = writer.write(&entry) {
+                        write_error = Some(e.to_string());
+                        break;
+                    }
+                    entries += 1;
+                }
+                None => break, // the probe thread ended on its own
+            },
+            _ = flush.tick() => {
+                if let Err(e) = writer.flush_chunk() {
+                    write_error = Some(e.to_string());
+                    break;
+                }
+            }
+            _ = &mut deadline => break,
+            _ = interrupt.recv() => break,
+            _ = terminate.recv() => break,
+        }
+    }
+
+    // Drain: the probe thread sends its final snapshot, then closes.
+    source.request_stop();
+    while let Some(entry) = rx.recv().await {
+        if write_error.is_none() {
+            match writer.write(&entry) {
+                Ok(()) => entries += 1,
+                Err(e) => write_error = Some(e.to_string()),
+            }
+        }
+    }
+    source.join();
+    if let Some(e) = write_error {
+        return Err(Failure::Output(format!("{}: {e}", args.output.display())));
+    }
+    let bytes = writer
+        .finish()
+        .map_err(|e| Failure::Output(format!("{}: {e}", args.output.display())))?;
+    eprintln!(
+        "stalltop: wrote {entries} entries ({bytes} bytes) to {}",
+        args.output.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,484 @@
+//! Bytes -> typed events. Pure: decodes the ring-buffer records defined in
+//! bpf/stalltop.h (Rust layouts generated from it by libbpf-cargo).
+
+use crate::probe::skel::types;
+
+pub const KIND_RUNQ: u16 = 1;
+pub const KIND_TAKEOVER: u16 = 2;
+pub const KIND_SOFTIRQ: u16 = 3;
+pub const KIND_SYSCALL: u16 = 4;
+pub const KIND_SAMPLE: u16 = 5;
+pub const KIND_IRQOFF: u16 = 6;
+pub const KIND_MAX: u16 = 7;
+
+// SAFETY: these are #[repr(C)] structs of integers and integer arrays
+// generated from bpf/stalltop.h; every bit pattern is a valid value.
+unsafe impl plain::Plain for types::record_header {}
+unsafe impl plain::Plain for types::runq_event {}
+unsafe impl plain::Plain for types::runq_stats {}
+unsafe impl plain::Plain for types::preemptor_key {}
+unsafe impl plain::Plain for types::task_state {}
+unsafe impl plain::Plain for types::cpu_state {}
+unsafe impl plain::Plain for types::softirq_event {}
+unsafe impl plain::Plain for types::softirq_stats {}
+unsafe impl plain::Plain for types::stolen_key {}
+unsafe impl plain::Plain for types::stolen_stats {}
+unsafe impl plain::Plain for types::syscall_event {}
+unsafe impl plain::Plain for types::syscall_key {}
+unsafe impl plain::Plain for types::syscall_stats {}
+unsafe impl plain::Plain for types::sample_event {}
+
+const HEADER_SIZE: usize = std::mem::size_of::<types::record_header>();
+const _: () = assert!(HEADER_SIZE == 16);
+const _: () = assert!(std::mem::size_of::<types::runq_event>() == 104);
+
+/// The name of a record kind, as used in reports ("lost_events").
+pub fn kind_name(kind: u16) -> &'static str {
+    match kind {
+        KIND_RUNQ => "runq",
+        KIND_TAKEOVER => "takeover",
+        KIND_SOFTIRQ => "softirq",
+        KIND_SYSCALL => "syscall",
+        KIND_SAMPLE => "sample",
+        KIND_IRQOFF => "irqoff",
+        _ => "unknown",
+    }
+}
+
+/// A task as a probe saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskRef {
+    pub pid: u32,
+    pub tid: u32,
+    pub cgroup: u64,
+    pub comm: String,
+}
+
+/// A task waited `wait_ns` for a CPU (for `Takeover`: ksoftirqd/N did) and
+/// got it at `ts_ns`; `ran` had the CPU until then.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunqWait {
+    pub cpu: u32,
+    pub ts_ns: u64,
+    pub wait_ns: u64,
+    pub waiter: TaskRef,
+    pub ran: TaskRef,
+    /// The syscall `ran` was inside, and for how long it had been.
+    pub ran_syscall: Option<(u32, u64)>,
+}
+
+/// Softirq `vector` waited `delay_ns` from its raise to its start at
+/// `ts_ns`, and ran in `ctx` (ksoftirqd/N, or the task it interrupted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SoftirqDelay {
+    pub cpu: u32,
+    pub ts_ns: u64,
+    pub delay_ns: u64,
+    pub vector: u32,
+    pub in_ksoftirqd: bool,
+    pub ctx: TaskRef,
+    pub ctx_syscall: Option<u32>,
+}
+
+/// Where a slow call's file came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FilePath {
+    None,
+    /// Resolved from the fd in the kernel (absolute, from the root).
+    Resolved {
+        path: String,
+        truncated: bool,
+    },
+    /// The string the caller passed (may be relative).
+    Given(String),
+    /// A file with no path: a socket, pipe or anonymous inode.
+    Special {
+        kind: &'static str,
+        inode: u64,
+    },
+}
+
+/// A syscall that ended at `ts_ns` after `wall_ns`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlowSyscall {
+    pub cpu: u32,
+    pub ts_ns: u64,
+    pub task: TaskRef,
+    pub nr: u32,
+    pub wall_ns: u64,
+    pub oncpu_ns: u64,
+    pub softirq_ns: u64,
+    pub fd: Option<u32>,
+    pub path: FilePath,
+}
+
+/// What ran on `cpu` at a sampler tick (for `Irqoff`: the first tick
+/// after `gap_ns` without one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub cpu: u32,
+    pub ts_ns: u64,
+    pub task: TaskRef,
+    pub gap_ns: u64,
+    pub syscall: Option<u32>,
+    pub kernel_stack: Vec<u64>,
+    pub user_stack: Vec<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Runq(RunqWait),
+    Takeover(RunqWait),
+    Softirq(SoftirqDelay),
+    Syscall(SlowSyscall),
+    Sample(Sample),
+    Irqoff(Sample),
+}
+
+/// Softirq vector names, as in /proc/softirqs.
+pub const SOFTIRQ_NAMES: [&str; 10] = [
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+pub fn softirq_name(vector: u32) -> &'static str {
+    SOFTIRQ_NAMES.get(vector as usize).copied().unwrap_or("?")
+}
+
+/// Why a record could not be decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("record of unknown kind {0}")]
+    UnknownKind(u16),
+    #[error("record of kind {kind} has size {size}, expected {expected}")]
+    BadSize {
+        kind: u16,
+        size: usize,
+        expected: usize,
+    },
+    #[error("{0} trailing bytes do not form a record")]
+    Truncated(usize),
+}
+
+/// Decode a buffer of back-to-back records. A record of unknown kind is
+/// reported and skipped by its size; a malformed header ends the buffer.
+pub fn decode(mut bytes: &[u8]) -> Vec<Result<Event, DecodeError>> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let Some(header) = read::<types::record_header>(bytes) else {
+            out.push(Err(DecodeError::Truncated(bytes.len())));
+            break;
+        };
+        let size = usize::from(header.size);
+        if size < HEADER_SIZE || size > bytes.len() {
+            out.push(Err(DecodeError::Truncated(bytes.len())));
+            break;
+        }
+        out.push(decode_one(&header, &bytes[..size]));
+        bytes = &bytes[size..];
+    }
+    out
+}
+
+fn decode_one(header: &types::record_header, record: &[u8]) -> Result<Event, DecodeError> {
+    match header.kind {
+        KIND_RUNQ => Ok(Event::Runq(runq_wait(exact(header.kind, record)?))),
+        KIND_TAKEOVER => Ok(Event::Takeover(runq_wait(exact(header.kind, record)?))),
+        KIND_SOFTIRQ => Ok(Event::Softirq(softirq_delay(exact(header.kind, record)?))),
+        KIND_SYSCALL => Ok(Event::Syscall(slow_syscall(exact(header.kind, record)?))),
+        KIND_SAMPLE => Ok(Event::Sample(sample(exact(header.kind, record)?))),
+        KIND_IRQOFF => Ok(Event::Irqoff(sample(exact(header.kind, record)?))),
+        kind => Err(DecodeError::UnknownKind(kind)),
+    }
+}
+
+/// The record as `T`, which must be exactly its size.
+fn exact<T: plain::Plain + Default>(kind: u16, record: &[u8]) -> Result<T, DecodeError> {
+    let expected = std::mem::size_of::<T>();
+    if record.len() != expected {
+        return Err(DecodeError::BadSize {
+            kind,
+            size: record.len(),
+            expected,
+        });
+    }
+    read(record).ok_or(DecodeError::BadSize {
+        kind,
+        size: record.len(),
+        expected,
+    })
+}
+
+/// Copy a `T` out of the start of `bytes` (no alignment needed).
+fn read<T: plain::Plain + Default>(bytes: &[u8]) -> Option<T> {
+    let mut value = T::default();
+    plain::copy_from_bytes(&mut value, bytes).ok()?;
+    Some(value)
+}
+
+fn runq_wait(e: types::runq_event) -> RunqWait {
+    RunqWait {
+        cpu: e.hdr.cpu,
+        ts_ns: e.hdr.ts,
+        wait_ns: e.wait_ns,
+        waiter: task_ref(&e.waiter),
+        ran: task_ref(&e.ran),
+        ran_syscall: u32::try_from(e.ran_syscall)
+            .ok()
+            .map(|nr| (nr, e.ran_syscall_ns)),
+    }
+}
+
+fn softirq_delay(e: types::softirq_event) -> SoftirqDelay {
+    SoftirqDelay {
+        cpu: e.hdr.cpu,
+        ts_ns: e.hdr.ts,
+        delay_ns: e.delay_ns,
+        vector: e.vector,
+        in_ksoftirqd: e.in_ksoftirqd != 0,
+        ctx: task_ref(&e.ctx),
+        ctx_syscall: u32::try_from(e.ctx_syscall).ok(),
+    }
+}
+
+const PATH_DENTRIES: u32 = 1;
+const PATH_USER: u32 = 2;
+const S_IFMT_SOCK: u32 = 0o140000;
+const S_IFMT_FIFO: u32 = 0o010000;
+
+fn slow_syscall(e: types::syscall_event) -> SlowSyscall {
+    let used = &e.path[..(e.path_len as usize).min(e.path.len())];
+    let path = match e.path_kind {
+        PATH_DENTRIES => dentry_path(used, e.path_truncated != 0, e.inode_mode, e.inode),
+        PATH_USER => FilePath::Given(comm_str(used)),
+        _ => FilePath::None,
+    };
+    SlowSyscall {
+        cpu: e.hdr.cpu,
+        ts_ns: e.hdr.ts,
+        task: task_ref(&e.task),
+        nr: u32::try_from(e.nr).unwrap_or(u32::MAX),
+        wall_ns: e.wall_ns,
+        oncpu_ns: e.oncpu_ns,
+        softirq_ns: e.softirq_ns,
+        fd: (e.path_kind == PATH_DENTRIES).then_some(e.fd),
+        path,
+    }
+}
+
+/// Join dentry names written leaf first ("memory.stat\0pod1\0memory\0")
+/// into "/memory/pod1/memory.stat"; files without a name get one.
+fn dentry_path(leaf_first: &[u8], truncated: bool, mode: u32, inode: u64) -> FilePath {
+    let names: Vec<String> = leaf_first
+        .split(|&b| b == 0)
+        .filter(|n| !n.is_empty())
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect();
+    let nameless = names.is_empty() || names.iter().all(|n| n == "/");
+    match mode {
+        S_IFMT_SOCK if nameless => FilePath::Special {
+            kind: "socket",
+            inode,
+        },
+        S_IFMT_FIFO if nameless => FilePath::Special {
+            kind: "pipe",
+            inode,
+        },
+        _ if nameless && inode != 0 && mode == 0 => FilePath::Special {
+            kind: "anon_inode",
+            inode,
+        },
+        _ => {
+            let mut path = String::new();
+            if truncated {
+                path.push_str("...");
+            }
+            for name in names.iter().rev().filter(|n| n.as_str() != "/") {
+                path.push('/');
+                path.push_str(name);
+            }
+            if path.is_empty() {
+                path.push('/');
+            }
+            FilePath::Resolved { path, truncated }
+        }
+    }
+}
+
+fn sample(e: types::sample_event) -> Sample {
+    let frames = |stack: &[u64], bytes: u32| -> Vec<u64> {
+        let n = (bytes as usize / 8).min(stack.len());
+        stack[..n].iter().copied().filter(|&a| a != 0).collect()
+    };
+    Sample {
+        cpu: e.hdr.cpu,
+        ts_ns: e.hdr.ts,
+        task: task_ref(&e.task),
+        gap_ns: e.gap_ns,
+        syscall: u32::try_from(e.syscall).ok(),
+        kernel_stack: frames(&e.kstack, e.kstack_len),
+        user_stack: frames(&e.ustack, e.ustack_len),
+    }
+}
+
+fn task_ref(t: &types::task_ref) -> TaskRef {
+    TaskRef {
+        pid: t.pid,
+        tid: t.tid,
+        cgroup: t.cgroup,
+        comm: comm_str(&t.comm),
+    }
+}
+
+/// A kernel comm (NUL-padded, not always valid UTF-8) as a string.
+pub fn comm_str(comm: &[u8]) -> String {
+    let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..len]).into_owned()
+}
+
+/// Encoders for tests elsewhere in the crate: synthetic records with the
+/// real layouts, so analysis tests run on exactly what the kernel emits.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    /// The value of `#define NAME value` in bpf/stalltop.h.
+    pub fn abi_define(name: &str) -> Option<u64> {
+        include_str!("../bpf/stalltop.h").lines().find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("#define") && words.next() == Some(name))
+                .then(|| words.next()?.parse().ok())
+                .flatten()
+        })
+    }
+
+    pub fn task(pid: u32, comm: &str, cgroup: u64) -> types::task_ref {
+        let mut t = types::task_ref {
+            pid,
+            tid: pid,
+            cgroup,
+            ..Default::default()
+        };
+        t.comm[..comm.len()].copy_from_slice(comm.as_bytes());
+        t
+    }
+
+    pub fn header(kind: u16, size: usize, cpu: u32, ts: u64) -> types::record_header {
+        types::record_header {
+            kind,
+            size: size as u16,
+            cpu,
+            ts,
+        }
+    }
+
+    /// A runq (or takeover) record: `waiter` waited `wait_ns` until `ts`.
+    pub fn runq_record(
+        kind: u16,
+        cpu: u32,
+        ts: u64,
+        wait_ns: u64,
+        waiter: types::task_ref,
+        ran: types::task_ref,
+        ran_syscall: Option<(i32, u64)>,
+    ) -> Vec<u8> {
+        let e = types::runq_event {
+            hdr: header(kind, std::mem::size_of::<types::runq_event>(), cpu, ts),
+            wait_ns,
+            waiter,
+            ran,
+            ran_syscall: ran_syscall.map_or(-1, |s| s.0),
+            ran_syscall_ns: ran_syscall.map_or(0, |s| s.1),
+            ..Default::default()
+        };
+        // SAFETY: runq_event is Plain (see above).
+        unsafe { plain::as_bytes(&e) }.to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+
+    #[test]
+    fn kinds_match_the_abi_header() {
+        for (name, value) in [
+            ("KIND_RUNQ", KIND_RUNQ),
+            ("KIND_TAKEOVER", KIND_TAKEOVER),
+            ("KIND_SOFTIRQ", KIND_SOFTIRQ),
+            ("KIND_SYSCALL", KIND_SYSCALL),
+            ("KIND_SAMPLE", KIND_SAMPLE),
+            ("KIND_IRQOFF", KIND_IRQOFF),
+            ("KIND_MAX", KIND_MAX),
+        ] {
+            assert_eq!(abi_define(name), Some(u64::from(value)), "{name}");
+        }
+    }
+
+    #[test]
+    fn decodes_back_to_back_records() {
+        let mut bytes = runq_record(
+            KIND_RUNQ,
+            1,
+            5_000,
+            12_000_000,
+            task(42, "victim", 7),
+            task(43, "hog", 8),
+            None,
+        );
+        bytes.extend(runq_record(
+            KIND_TAKEOVER,
+            1,
+            9_000,
+            100_000_000,
+            task(15, "ksoftirqd/1", 1),
+            task(99, "cadvisor", 9),
+            Some((0, 150_000_000)),
+        ));
+        let events = decode(&bytes);
+        assert_eq!(events.len(), 2);
+        let Ok(Event::Runq(w)) = &events[0] else {
+            panic!("{:?}", events[0])
+        };
+        assert_eq!(
+            (w.cpu, w.wait_ns, w.waiter.comm.as_str()),
+            (1, 12_000_000, "victim")
+        );
+        assert_eq!((w.ran.pid, w.ran.cgroup, w.ran_syscall), (43, 8, None));
+        let Ok(Event::Takeover(t)) = &events[1] else {
+            panic!("{:?}", events[1])
+        };
+        assert_eq!(t.ran.comm, "cadvisor");
+        assert_eq!(t.ran_syscall, Some((0, 150_000_000)));
+    }
+
+    #[test]
+    fn unknown_kinds_are_skipped_and_damage_ends_the_buffer() {
+        let mut bytes = Vec::new();
+        let unknown = header(200, 24, 0, 1);
+        // SAFETY: record_header is Plain.
+        bytes.extend(unsafe { plain::as_bytes(&unknown) });
+        bytes.extend([0u8; 8]);
+        bytes.extend(runq_record(
+            KIND_RUNQ,
+            0,
+            2,
+            3,
+            task(1, "a", 1),
+            task(2, "b", 1),
+            None,
+        ));
+        bytes.extend([1u8, 0, 0]);
+        let events = decode(&bytes);
+        assert_eq!(events[0], Err(DecodeError::UnknownKind(200)));
+        assert!(matches!(events[1], Ok(Event::Runq(_))));
+        assert_eq!(events[2], Err(DecodeError::Truncated(3)));
+        assert_eq!(events.len(), 3);
+    }
+
+    #[test]
+    fn comm_stops_at_nul_and_survives_bad_utf8() {
+        assert_eq!(comm_str(b"hog\0\0\0garbage"), "hog");
+        assert_eq!(comm_str(&[0xff, b'x']), "\u{fffd}x");
+    }
+}

@@ -1,0 +1,418 @@
+//! Stall records: intervals on one CPU during which ready work waited past
+//! the threshold (a softirq, ksoftirqd, a runnable task) or the sampler saw
+//! no tick (irqs off). Overlapping signals on a CPU merge into one stall;
+//! each names its culprit, enriched later by the culprit's slow syscall and
+//! the stack samples taken inside the interval.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::event::{RunqWait, Sample, SlowSyscall, SoftirqDelay, TaskRef};
+
+/// Stalls kept (oldest dropped first).
+const MAX_STALLS: usize = 50_000;
+/// Recent stalls per CPU that a new signal may still overlap.
+const OPEN_PER_CPU: usize = 64;
+/// Samples kept per CPU to attach to stalls that end later.
+const RECENT_SAMPLES_PER_CPU: usize = 4_000;
+/// Slow calls kept to enrich stalls that are reported after the call ended.
+const RECENT_CALLS: usize = 4_096;
+/// Stack samples kept per stall.
+const SAMPLES_PER_STALL: usize = 400;
+
+/// What kind of waiting made the stall, most telling first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StallKind {
+    Runq,
+    Ksoftirqd,
+    Softirq,
+    Irqoff,
+}
+
+impl StallKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StallKind::Runq => "runq",
+            StallKind::Ksoftirqd => "ksoftirqd",
+            StallKind::Softirq => "softirq",
+            StallKind::Irqoff => "irqoff",
+        }
+    }
+}
+
+/// What waited during a stall.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waited {
+    /// A softirq vector that waited to run.
+    pub softirq: Option<u32>,
+    /// ksoftirqd/N or the runnable task that waited longest.
+    pub task: Option<TaskRef>,
+    pub task_wait_ns: u64,
+}
+
+/// Who held the CPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Culprit {
+    pub task: TaskRef,
+    /// The syscall it was inside, if any.
+    pub syscall: Option<u32>,
+    /// When that syscall started (ns), if known.
+    pub syscall_start_ns: Option<u64>,
+    /// From its slow-call record, once the call has ended.
+    pub call: Option<SlowSyscall>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stall {
+    pub id: u64,
+    pub cpu: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub kind: StallKind,
+    pub waited: Waited,
+    pub culprit: Option<Culprit>,
+    /// How sure the culprit is (see `Strength`).
+    strength: Strength,
+    /// Signals merged into this stall.
+    pub signals: u32,
+    /// Stack samples taken on this CPU inside the interval.
+    pub samples: Vec<Sample>,
+}
+
+impl Stall {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns - self.start_ns
+    }
+}
+
+/// How directly a signal names the task that held the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Strength {
+    None,
+    /// The task a softirq ran inline in after its delay.
+    Inline,
+    /// The task that ran while a runnable task waited.
+    Ran,
+    /// The task that held the CPU while ksoftirqd waited, or the first
+    /// tick after an irqs-off gap.
+    Held,
+}
+
+/// One signal, normalized.
+struct Signal {
+    cpu: u32,
+    start_ns: u64,
+    end_ns: u64,
+    kind: StallKind,
+    waited: Waited,
+    culprit: Option<Culprit>,
+    strength: Strength,
+    sample: Option<Sample>,
+}
+
+#[derive(Default)]
+pub struct StallTracker {
+    stalls: VecDeque<Stall>,
+    next_id: u64,
+    /// cpu -> ids of its most recent stalls
+    open: HashMap<u32, VecDeque<u64>>,
+    recent_samples: HashMap<u32, VecDeque<Sample>>,
+    recent_calls: VecDeque<SlowSyscall>,
+}
+
+impl StallTracker {
+    pub fn stalls(&self) -> impl DoubleEndedIterator<Item = &Stall> + ExactSizeIterator {
+        self.stalls.iter()
+    }
+
+    pub fn runq(&mut self, w: &RunqWait, kind: StallKind) {
+        let strength = if w.ran.tid == 0 || w.ran.comm.starts_with("ksoftirqd/") {
+            Strength::None
+        } else if kind == StallKind::Ksoftirqd {
+            Strength::Held
+        } else {
+            Strength::Ran
+        };
+        self.add(Signal {
+            cpu: w.cpu,
+            start_ns: w.ts_ns.saturating_sub(w.wait_ns),
+            end_ns: w.ts_ns,
+            kind,
+            waited: Waited {
+                softirq: None,
+                task: Some(w.waiter.clone()),
+                task_wait_ns: w.wait_ns,
+            },
+            culprit: culprit_of(&w.ran, w.ran_syscall.map(|(nr, ns)| (nr, w.ts_ns - ns))),
+            strength,
+            sample: None,
+        });
+    }
+
+    pub fn softirq(&mut self, s: &SoftirqDelay) {
+        let inline = !s.in_ksoftirqd && s.ctx.tid != 0;
+        self.add(Signal {
+            cpu: s.cpu,
+            start_ns: s.ts_ns.saturating_sub(s.delay_ns),
+            end_ns: s.ts_ns,
+            kind: StallKind::Softirq,
+            waited: Waited {
+                softirq: Some(s.vector),
+                ..Waited::default()
+            },
+            culprit: if inline {
+                culprit_of(&s.ctx, s.ctx_syscall.map(|nr| (nr, 0)))
+            } else {
+                None
+            },
+            strength: if inline {
+                Strength::Inline
+            } else {
+                Strength::None
+            },
+            sample: None,
+        });
+    }
+
+    pub fn irqoff(&mut self, s: &Sample) {
+        self.add(Signal {
+            cpu: s.cpu,
+            start_ns: s.ts_ns.saturating_sub(s.gap_ns),
+            end_ns: s.ts_ns,
+            kind: StallKind::Irqoff,
+            waited: Waited::default(),
+            culprit: culprit_of(&s.task, s.syscall.map(|nr| (nr, 0))),
+            strength: if s.task.tid == 0 {
+                Strength::None
+            } else {
+                Strength::Held
+            },
+            sample: Some(s.clone()),
+        });
+    }
+
+    /// A stack sample: kept for stalls reported later, attached to any
+    /// known stall it falls in.
+    pub fn sample(&mut self, s: &Sample) {
+        let recent = self.recent_samples.entry(s.cpu).or_default();
+        if recent.len() == RECENT_SAMPLES_PER_CPU {
+            recent.pop_front();
+        }
+        recent.push_back(s.clone());
+        let ids = self.open.get(&s.cpu).cloned().unwrap_or_default();
+        for id in ids {
+            if let Some(stall) = self.get_mut(id) {
+                if (stall.start_ns..=stall.end_ns).contains(&s.ts_ns)
+                    && stall.samples.len() < SAMPLES_PER_STALL
+                {
+                    stall.samples.push(s.clone());
+                }
+            }
+        }
+    }
+
+    /// A slow call: completes the culprit of stalls it was running in.
+    pub fn syscall(&mut self, call: &SlowSyscall) {
+        if self.recent_calls.len() == RECENT_CALLS {
+            self.recent_calls.pop_front();
+        }
+        self.recent_calls.push_back(call.clone());
+        for stall in self.stalls.iter_mut().rev().take(OPEN_PER_CPU * 8) {
+            if let Some(culprit) = &mut stall.culprit {
+                if culprit.call.is_none()
+                    && call_matches(culprit, call, stall.start_ns, stall.end_ns)
+                {
+                    culprit.call = Some(call.clone());
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, signal: Signal) {
+        let open_ids = self.open.get(&signal.cpu).cloned().unwrap_or_default();
+        let overlapping: Vec<u64> = open_ids
+            .iter()
+            .copied()
+            .filter(|&id| {
+                self.get(id)
+                    .is_some_and(|s| signal.start_ns <= s.end_ns && s.start_ns <= signal.end_ns)
+            })
+            .collect();
+        let id = match overlapping.split_first() {
+            None => self.create(signal.cpu, signal.start_ns, signal.end_ns),
+            Some((&first, rest)) => {
+                // The new signal may bridge several stalls: fold them in.
+                for &other in rest {
+                    if let Some(absorbed) = self.remove(other) {
+                        self.merge(first, absorbed.into_signal());
+                    }
+                }
+                first
+            }
+        };
+        self.merge(id, signal);
+        self.complete(id);
+    }
+
+    /// An empty stall; `merge` gives it its signal.
+    fn create(&mut self, cpu: u32, start_ns: u64, end_ns: u64) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        if self.stalls.len() == MAX_STALLS {
+            if let Some(old) = self.stalls.pop_front() {
+                if let Some(ids) = self.open.get_mut(&old.cpu) {
+                    ids.retain(|&i| i != old.id);
+                }
+            }
+        }
+        self.stalls.push_back(Stall {
+            id,
+            cpu,
+            start_ns,
+            end_ns,
+            kind: StallKind::Runq,
+            waited: Waited::default(),
+            culprit: None,
+            strength: Strength::None,
+            signals: 0,
+            samples: Vec::new(),
+        });
+        let ids = self.open.entry(cpu).or_default();
+        if ids.len() == OPEN_PER_CPU {
+            ids.pop_front();
+        }
+        ids.push_back(id);
+        id
+    }
+
+    fn merge(&mut self, id: u64, signal: Signal) {
+        let Some(stall) = self.get_mut(id) else {
+            return;
+        };
+        stall.start_ns = stall.start_ns.min(signal.start_ns);
+        stall.end_ns = stall.end_ns.max(signal.end_ns);
+        stall.kind = stall.kind.max(signal.kind);
+        stall.signals += 1;
+        if stall.waited.softirq.is_none() {
+            stall.waited.softirq = signal.waited.softirq;
+        }
+        // ksoftirqd is the more telling waiter; else the longest wait.
+        if let Some(task) = signal.waited.task {
+            let is_ksoftirqd = |t: &TaskRef| t.comm.starts_with("ksoftirqd/");
+            let replace = match &stall.waited.task {
+                None => true,
+                Some(old) => {
+                    (is_ksoftirqd(&task) && !is_ksoftirqd(old))
+                        || (is_ksoftirqd(&task) == is_ksoftirqd(old)
+                            && signal.waited.task_wait_ns > stall.waited.task_wait_ns)
+                }
+            };
+            if replace {
+                stall.waited.task = Some(task);
+                stall.waited.task_wait_ns = signal.waited.task_wait_ns;
+            }
+        }
+        if signal.strength > stall.strength {
+            stall.culprit = signal.culprit;
+            stall.strength = signal.strength;
+        }
+        if let Some(sample) = signal.sample {
+            if stall.samples.len() < SAMPLES_PER_STALL {
+                stall.samples.push(sample);
+            }
+        }
+    }
+
+    /// Pull in the samples and the finished call that the (possibly grown)
+    /// interval now covers.
+    fn complete(&mut self, id: u64) {
+        let Some(stall) = self.get(id) else {
+            return;
+        };
+        let (cpu, start, end) = (stall.cpu, stall.start_ns, stall.end_ns);
+        let have: Vec<u64> = stall.samples.iter().map(|s| s.ts_ns).collect();
+        let samples: Vec<Sample> = self
+            .recent_samples
+            .get(&cpu)
+            .into_iter()
+            .flatten()
+            .filter(|s| (start..=end).contains(&s.ts_ns) && !have.contains(&s.ts_ns))
+            .cloned()
+            .collect();
+        let call = stall.culprit.as_ref().and_then(|c| {
+            self.recent_calls
+                .iter()
+                .rev()
+                .find(|call| call_matches(c, call, start, end))
+                .cloned()
+        });
+        let Some(stall) = self.get_mut(id) else {
+            return;
+        };
+        for s in samples {
+            if stall.samples.len() < SAMPLES_PER_STALL {
+                stall.samples.push(s);
+            }
+        }
+        stall.samples.sort_by_key(|s| s.ts_ns);
+        if let (Some(culprit), Some(call)) = (&mut stall.culprit, call) {
+            if culprit.call.is_none() {
+                culprit.call = Some(call);
+            }
+        }
+    }
+
+    fn get(&self, id: u64) -> Option<&Stall> {
+        self.index(id).map(|i| &self.stalls[i])
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut Stall> {
+        self.index(id).map(move |i| &mut self.stalls[i])
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Stall> {
+        let stall = self.stalls.remove(self.index(id)?)?;
+        if let Some(ids) = self.open.get_mut(&stall.cpu) {
+            ids.retain(|&i| i != id);
+        }
+        Some(stall)
+    }
+
+    /// Ids are increasing, so the deque is sorted by id.
+    fn index(&self, id: u64) -> Option<usize> {
+        self.stalls.binary_search_by_key(&id, |s| s.id).ok()
+    }
+}
+
+impl Stall {
+    /// A stall folded into another is re-applied as one signal.
+    fn into_signal(self) -> Signal {
+        Signal {
+            cpu: self.cpu,
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            kind: self.kind,
+            waited: self.waited,
+            culprit: self.culprit,
+            strength: self.strength,
+            sample: None,
+        }
+    }
+}
+
+fn culprit_of(task: &TaskRef, syscall: Option<(u32, u64)>) -> Option<Culprit> {
+    (task.tid != 0).then(|| Culprit {
+        task: task.clone(),
+        syscall: syscall.map(|(nr, _)| nr),
+        syscall_start_ns: syscall.map(|(_, start)| start).filter(|&s| s > 0),
+        call: None,
+    })
+}
+
+/// Is `call` the syscall the culprit was inside during [start, end]?
+fn call_matches(culprit: &Culprit, call: &SlowSyscall, start: u64, end: u64) -> bool {
+    let call_start = call.ts_ns.saturating_sub(call.wall_ns);
+    culprit.task.tid == call.task.tid
+        && culprit.syscall == Some(call.nr)
+        && call_start <= end
+        && call.ts_ns >= start
+}

@@ -1,0 +1,213 @@
+//! Synthetic entry streams shaped like CASES.md cases 3 and 4, through the
+//! whole analysis to the report.
+
+use super::*;
+use crate::event::testing::{runq_record, task};
+use crate::event::KIND_RUNQ;
+use crate::histogram::Histogram;
+use crate::stream::{
+    CgroupRunq, CgroupThrottle, Counters, HostInfo, NameTable, Preemptor, Settings,
+    ThrottleSnapshot,
+};
+
+const MS: u64 = 1_000_000;
+const VICTIM: u64 = 4001;
+const NOISY: u64 = 4002;
+const ROOT: u64 = 1;
+
+fn header() -> Header {
+    Header {
+        host: HostInfo {
+            hostname: "node-7".into(),
+            kernel: "6.18.0".into(),
+            cpus: 2,
+        },
+        start_ns: 1_000 * MS,
+        wall_clock_offset_ns: 0,
+        settings: Settings {
+            runq_threshold_ns: 10 * MS,
+            stall_threshold_ns: 10 * MS,
+            syscall_wall_threshold_ns: 10 * MS,
+            syscall_oncpu_threshold_ns: MS,
+            sample_hz: 1000,
+            attach: "tp_btf".into(),
+            cgroup_hierarchy: "v1 cpu".into(),
+        },
+    }
+}
+
+fn names() -> Entry {
+    Entry::Names(NameTable {
+        cgroups: vec![
+            (ROOT, "/".into()),
+            (
+                VICTIM,
+                "/kubepods/burstable/pod0f1e2d3c-aaaa-bbbb-cccc-000000000001/4c5f7e9a1b2c3d4e5f60718293a4b5c6d7e8f9012345678901234567890abcd".into(),
+            ),
+            (NOISY, "/noisy".into()),
+        ],
+        ..NameTable::default()
+    })
+}
+
+/// Netflix's neighbour: the victim waits up to 131 ms behind `hog`.
+fn noisy_neighbour_stream() -> Vec<Entry> {
+    let mut latency = Histogram::default();
+    for i in 0..985 {
+        latency.record(80_000 + i * 10); // ~85 us alone
+    }
+    for i in 0..15 {
+        latency.record(100 * MS + i * 2 * MS); // the neighbour's spikes
+    }
+    let mut records = Vec::new();
+    for (i, wait) in [131 * MS, 45 * MS].into_iter().enumerate() {
+        records.extend(runq_record(
+            KIND_RUNQ,
+            1,
+            2_000 * MS + i as u64 * MS,
+            wait,
+            task(300, "api-worker", VICTIM),
+            task(400, "hog", NOISY),
+            None,
+        ));
+    }
+    vec![
+        names(),
+        Entry::Records(records),
+        Entry::Kernel(KernelSnapshot {
+            ts_ns: 6_000 * MS,
+            runq: vec![
+                CgroupRunq {
+                    cgroup: VICTIM,
+                    count: latency.count(),
+                    latency,
+                    total_ns: 1_000 * MS,
+                    max_ns: 131 * MS,
+                    preempted_same_cgroup: 3,
+                    preempted_other_cgroup: 250,
+                    preempted_kthread: 7,
+                },
+                CgroupRunq {
+                    cgroup: NOISY,
+                    count: 10,
+                    latency: Histogram::from_slots(&[0u32, 0, 0, 0, 10]),
+                    ..Default::default()
+                },
+            ],
+            preemptors: vec![
+                Preemptor {
+                    victim_cgroup: VICTIM,
+                    preemptor_cgroup: NOISY,
+                    comm: "hog".into(),
+                    count: 250,
+                },
+                Preemptor {
+                    victim_cgroup: VICTIM,
+                    preemptor_cgroup: ROOT,
+                    comm: "kworker/1:1".into(),
+                    count: 7,
+                },
+            ],
+            counters: Counters {
+                lost: vec![("runq".into(), 2), ("takeover".into(), 0)],
+                map_full: vec![("tasks".into(), 0)],
+            },
+            ..KernelSnapshot::default()
+        }),
+    ]
+}
+
+fn analyse(entries: &[Entry]) -> Report {
+    let mut a = Analysis::new(header());
+    for e in entries {
+        a.apply(e);
+    }
+    a.report()
+}
+
+#[test]
+fn noisy_neighbour_names_the_hog_and_the_victims_tail() {
+    let r = analyse(&noisy_neighbour_stream());
+    assert_eq!(r.duration_ns, 5_000 * MS);
+    let victim = &r.runq[0];
+    assert!(victim.cgroup.starts_with("/kubepods/burstable/pod0f1e2d3c"));
+    assert_eq!(victim.container, "pod:0f1e2d3c/4c5f7e9a1b2c");
+    let p50 = victim.p50_ns as f64;
+    assert!((p50 - 85_000.0).abs() / 85_000.0 < 0.125, "p50 {p50}");
+    assert!(
+        victim.p99_ns >= 90 * MS && victim.p99_ns <= 140 * MS,
+        "p99 {}",
+        victim.p99_ns
+    );
+    assert_eq!(victim.max_ns, 131 * MS);
+    assert_eq!(victim.preempted_by.other_cgroup, 250);
+    assert_eq!(victim.top_preemptors[0].comm, "hog");
+    assert_eq!(victim.top_preemptors[0].cgroup, "/noisy");
+    assert_eq!(victim.top_preemptors[1].cgroup, "/");
+
+    assert_eq!(r.runq_events.len(), 2);
+    let worst = &r.runq_events[0];
+    assert_eq!(
+        (worst.cpu, worst.wait_ns, worst.comm.as_str()),
+        (1, 131 * MS, "api-worker")
+    );
+    assert_eq!(worst.ran_instead.comm, "hog");
+    assert_eq!(worst.ran_instead.cgroup, "/noisy");
+    assert_eq!(r.lost_events["runq"], 2);
+    assert_eq!(r.lost_events["undecodable"], 0);
+}
+
+#[test]
+fn unresolved_cgroups_are_named_by_id() {
+    let mut stream = noisy_neighbour_stream();
+    stream.remove(0); // no names
+    let r = analyse(&stream);
+    assert_eq!(r.runq_events[0].cgroup, format!("cgroup#{VICTIM}"));
+}
+
+#[test]
+fn garbage_records_are_counted_not_fatal() {
+    let mut stream = noisy_neighbour_stream();
+    stream.push(Entry::Records(vec![9, 9, 9]));
+    let r = analyse(&stream);
+    assert_eq!(r.lost_events["undecodable"], 1);
+    assert_eq!(r.runq_events.len(), 2);
+}
+
+/// Case 3: a cgroup throttled while using well under its quota.
+#[test]
+fn throttled_under_the_limit_is_visible() {
+    let reading = |ts: u64, periods, throttled, throttled_ns, usage_ns| {
+        Entry::Throttle(ThrottleSnapshot {
+            ts_ns: ts,
+            cgroups: vec![CgroupThrottle {
+                path: "/stalltop_throttled".into(),
+                quota_us: 15_000,
+                period_us: 100_000,
+                burst_us: Some(0),
+                cpus: Some("0-1".into()),
+                nr_periods: periods,
+                nr_throttled: throttled,
+                throttled_ns,
+                usage_ns: Some(usage_ns),
+            }],
+        })
+    };
+    let r = analyse(&[
+        reading(1_000 * MS, 1_000, 100, 10_000 * MS, 50_000 * MS),
+        reading(8_500 * MS, 1_060, 128, 11_300 * MS, 50_480 * MS),
+    ]);
+    let t = &r.throttling[0];
+    assert_eq!(
+        (t.quota_us, t.period_us, t.cpus.as_deref()),
+        (15_000, 100_000, Some("0-1"))
+    );
+    assert_eq!(
+        (t.nr_periods, t.nr_throttled, t.throttled_ns),
+        (60, 28, 1_300 * MS)
+    );
+    assert_eq!(t.throttled_pct, 46.7);
+    // 480 ms used of 60 x 15 ms allowed: throttled at 53% of the limit.
+    assert_eq!(t.usage_of_quota_pct, Some(53.3));
+    assert_eq!(t.container, "/stalltop_throttled");
+}

@@ -1,0 +1,199 @@
+//! Read the aggregate maps (histograms, preemptions, softirqs, syscalls,
+//! counters) and the programs' run statistics into a `KernelSnapshot`.
+
+use std::os::fd::{AsFd, AsRawFd};
+
+use libbpf_rs::libbpf_sys;
+use libbpf_rs::skel::Skel;
+use libbpf_rs::{MapCore, MapFlags};
+
+use super::skel::{types, StalltopSkel};
+use crate::event::{comm_str, kind_name, KIND_MAX};
+use crate::histogram::Histogram;
+use crate::stream::{
+    CgroupRunq, Counters, KernelSnapshot, Preemptor, ProgramCost, SoftirqStats, SoftirqStolen,
+    SyscallStats,
+};
+
+/// Counter slots after the per-kind lost counts (bpf/stalltop.h).
+const MAP_FULL_COUNTERS: [(u32, &str); 5] = [
+    (8, "tasks"),
+    (9, "runq_by_cgroup"),
+    (10, "preemptors"),
+    (11, "syscalls"),
+    (12, "softirq_stolen"),
+];
+
+pub fn snapshot(skel: &StalltopSkel<'_>, ts_ns: u64) -> KernelSnapshot {
+    KernelSnapshot {
+        ts_ns,
+        runq: read_runq(skel),
+        preemptors: read_preemptors(skel),
+        softirq: read_softirq(skel),
+        softirq_stolen: read_stolen(skel),
+        syscalls: read_syscalls(skel),
+        counters: read_counters(skel),
+        programs: read_program_costs(skel),
+    }
+}
+
+/// Every (key, value) of a hash map; entries deleted meanwhile are skipped.
+fn entries<K, V>(map: &dyn MapCore) -> impl Iterator<Item = (K, V)> + '_
+where
+    K: plain::Plain + Default,
+    V: plain::Plain + Default,
+{
+    map.keys().filter_map(move |key| {
+        let value = map.lookup(&key, MapFlags::ANY).ok().flatten()?;
+        Some((read_plain::<K>(&key)?, read_plain::<V>(&value)?))
+    })
+}
+
+fn read_softirq(skel: &StalltopSkel<'_>) -> Vec<SoftirqStats> {
+    let mut out = Vec::new();
+    for vector in 0..crate::event::SOFTIRQ_NAMES.len() as u32 {
+        let Some(per_cpu) = skel
+            .maps
+            .softirq_by_vector
+            .lookup_percpu(&vector.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+        else {
+            continue;
+        };
+        for (cpu, bytes) in per_cpu.iter().enumerate() {
+            let Some(s) = read_plain::<types::softirq_stats>(bytes) else {
+                continue;
+            };
+            if s.count == 0 && s.run_total_ns == 0 {
+                continue;
+            }
+            out.push(SoftirqStats {
+                cpu: cpu as u32,
+                vector,
+                delay: Histogram::from_slots(&s.delay_slots),
+                count: s.count,
+                delay_max_ns: s.delay_max_ns,
+                run_total_ns: s.run_total_ns,
+                run_max_ns: s.run_max_ns,
+                runs_in_ksoftirqd: s.runs_in_ksoftirqd,
+                run_in_ksoftirqd_ns: s.run_in_ksoftirqd_ns,
+            });
+        }
+    }
+    out
+}
+
+fn read_stolen(skel: &StalltopSkel<'_>) -> Vec<SoftirqStolen> {
+    let mut out: Vec<SoftirqStolen> =
+        entries::<types::stolen_key, types::stolen_stats>(&skel.maps.softirq_stolen)
+            .map(|(k, v)| SoftirqStolen {
+                pid: k.pid,
+                comm: comm_str(&v.comm),
+                vector: k.vector,
+                ns: v.ns,
+                count: v.count,
+            })
+            .collect();
+    out.sort_by(|a, b| b.ns.cmp(&a.ns));
+    out
+}
+
+fn read_syscalls(skel: &StalltopSkel<'_>) -> Vec<SyscallStats> {
+    let mut out: Vec<SyscallStats> =
+        entries::<types::syscall_key, types::syscall_stats>(&skel.maps.syscalls)
+            .map(|(k, v)| SyscallStats {
+                cgroup: k.cgroup,
+                nr: k.nr,
+                wall: Histogram::from_slots(&v.slots),
+                count: v.count,
+                wall_total_ns: v.wall_total_ns,
+                oncpu_total_ns: v.oncpu_total_ns,
+                max_ns: v.max_ns,
+            })
+            .collect();
+    out.sort_by_key(|s| (s.cgroup, s.nr));
+    out
+}
+
+/// run_cnt / run_time_ns of each loaded program (zero unless
+/// kernel.bpf_stats_enabled is 1).
+fn read_program_costs(skel: &StalltopSkel<'_>) -> Vec<ProgramCost> {
+    skel.object()
+        .progs()
+        .filter(|p| p.autoload())
+        .filter_map(|p| {
+            let mut info = libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            // SAFETY: `info` is a writable bpf_prog_info of `len` bytes and
+            // the fd is a loaded program's, valid while the skeleton lives.
+            let rc = unsafe {
+                libbpf_sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len)
+            };
+            (rc == 0).then(|| ProgramCost {
+                name: p.name().to_string_lossy().into_owned(),
+                run_count: info.run_cnt,
+                run_time_ns: info.run_time_ns,
+            })
+        })
+        .collect()
+}
+
+fn read_runq(skel: &StalltopSkel<'_>) -> Vec<CgroupRunq> {
+    let mut out = Vec::new();
+    for (cgroup, stats) in entries::<u64, types::runq_stats>(&skel.maps.runq_by_cgroup) {
+        out.push(CgroupRunq {
+            cgroup,
+            latency: Histogram::from_slots(&stats.slots),
+            count: stats.count,
+            total_ns: stats.total_ns,
+            max_ns: stats.max_ns,
+            preempted_same_cgroup: stats.preempted_same_cgroup,
+            preempted_other_cgroup: stats.preempted_other_cgroup,
+            preempted_kthread: stats.preempted_kthread,
+        });
+    }
+    out.sort_by_key(|r| r.cgroup);
+    out
+}
+
+fn read_preemptors(skel: &StalltopSkel<'_>) -> Vec<Preemptor> {
+    let mut out = Vec::new();
+    for (k, count) in entries::<types::preemptor_key, u64>(&skel.maps.preemptors) {
+        out.push(Preemptor {
+            victim_cgroup: k.victim_cgroup,
+            preemptor_cgroup: k.preemptor_cgroup,
+            comm: comm_str(&k.comm),
+            count,
+        });
+    }
+    out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.comm.cmp(&b.comm)));
+    out
+}
+
+fn read_counters(skel: &StalltopSkel<'_>) -> Counters {
+    let read = |slot: u32| -> u64 {
+        skel.maps
+            .counters
+            .lookup(&slot.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .and_then(|v| read_plain::<u64>(&v))
+            .unwrap_or(0)
+    };
+    Counters {
+        lost: (1..KIND_MAX)
+            .map(|kind| (kind_name(kind).to_string(), read(u32::from(kind))))
+            .collect(),
+        map_full: MAP_FULL_COUNTERS
+            .iter()
+            .map(|&(slot, name)| (name.to_string(), read(slot)))
+            .collect(),
+    }
+}
+
+fn read_plain<T: plain::Plain + Default>(bytes: &[u8]) -> Option<T> {
+    let mut value = T::default();
+    plain::copy_from_bytes(&mut value, bytes).ok()?;
+    Some(value)
+}

@@ -1,0 +1,103 @@
+//! A running probe session: loaded programs, the ring buffer drained into a
+//! byte buffer, and snapshots of the aggregate maps on demand.
+
+use std::cell::RefCell;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+use libbpf_rs::{RingBuffer, RingBufferBuilder};
+
+use super::loader::{self, Loaded, ObjectStorage, ProbeConfig};
+use super::{maps, ProbeError};
+use crate::stream::KernelSnapshot;
+
+/// What loaded, for headers and the UI.
+#[derive(Clone, Debug)]
+pub struct ProbeInfo {
+    /// "tp_btf" or "raw_tp".
+    pub attach: &'static str,
+    /// Optional probes that did not come up.
+    pub warnings: Vec<String>,
+}
+
+/// Fields drop in order: the ring buffer before the programs and maps.
+pub struct Session<'obj> {
+    ring: RingBuffer<'static>,
+    pending: Rc<RefCell<Vec<u8>>>,
+    loaded: Loaded<'obj>,
+    /// Keeps run-time statistics on while held, so stalltop can show its
+    /// own cost; the kernel turns them off when the last holder closes.
+    _stats: Option<OwnedFd>,
+}
+
+impl<'obj> Session<'obj> {
+    /// Load and attach; `storage` backs the BPF objects and must outlive
+    /// the session.
+    pub fn start(
+        config: &ProbeConfig,
+        storage: &'obj mut ObjectStorage,
+    ) -> Result<Session<'obj>, ProbeError> {
+        let loaded = loader::load(config, storage)?;
+        let pending = Rc::new(RefCell::new(Vec::with_capacity(1 << 20)));
+        let sink = Rc::clone(&pending);
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&loaded.skel.maps.events, move |record: &[u8]| {
+                sink.borrow_mut().extend_from_slice(record);
+                0
+            })
+            .map_err(|e| ProbeError::Attach {
+                detail: format!("ring buffer: {e}"),
+            })?;
+        let ring = builder.build().map_err(|e| ProbeError::Attach {
+            detail: format!("ring buffer: {e}"),
+        })?;
+        Ok(Session {
+            ring,
+            pending,
+            loaded,
+            _stats: enable_run_time_stats(),
+        })
+    }
+
+    pub fn info(&self) -> ProbeInfo {
+        ProbeInfo {
+            attach: self.loaded.family.name(),
+            warnings: self.loaded.warnings.clone(),
+        }
+    }
+
+    /// Wait up to `timeout` for a wakeup, then take every queued record.
+    /// The BPF side wakes us only when much is queued, so this also drains
+    /// on timeout.
+    pub fn poll(&mut self, timeout: Duration) -> Vec<u8> {
+        if let Err(e) = self.ring.poll(timeout) {
+            tracing::debug!("ring buffer poll: {e}");
+        }
+        if let Err(e) = self.ring.consume() {
+            tracing::debug!("ring buffer consume: {e}");
+        }
+        std::mem::take(&mut *self.pending.borrow_mut())
+    }
+
+    pub fn snapshot(&self, ts_ns: u64) -> KernelSnapshot {
+        maps::snapshot(&self.loaded.skel, ts_ns)
+    }
+}
+
+fn enable_run_time_stats() -> Option<OwnedFd> {
+    // SAFETY: plain syscall wrapper; a non-negative result is a new fd we own.
+    let fd = unsafe {
+        libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+    };
+    if fd < 0 {
+        tracing::warn!(
+            "BPF run-time statistics unavailable: {}",
+            std::io::Error::last_os_error()
+        );
+        return None;
+    }
+    // SAFETY: `fd` was just returned to us and is owned by nobody else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}

@@ -1,0 +1,217 @@
+//! The live source: a thread that runs the probe session, resolves cgroup
+//! names and polls CFS throttling, and sends `Entry`s into a bounded
+//! channel. Replay reads the same entries from a recording instead.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::cgroup::{self, Hierarchy, Resolver};
+use crate::event::{self, Event, Sample};
+use crate::host;
+use crate::probe::{self, ObjectStorage, ProbeConfig, ProbeError, ProbeInfo, Session};
+use crate::stream::{Entry, KernelSnapshot, NameTable, ThrottleSnapshot};
+use crate::symbols::StackNamer;
+
+/// How often aggregate maps and cgroupfs are read.
+pub const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest wait for ring-buffer data: bounds how late a record is shown.
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+
+pub struct LiveSource {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+    pub info: ProbeInfo,
+}
+
+impl LiveSource {
+    /// Load and attach the probes in a new thread; returns once they are
+    /// attached (or failed to).
+    pub fn start(
+        config: ProbeConfig,
+        hierarchy: Hierarchy,
+        tx: mpsc::Sender<Entry>,
+    ) -> Result<LiveSource, ProbeError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+        let thread_stop = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("stalltop-probe".into())
+            .spawn(move || run(config, hierarchy, tx, thread_stop, ready_tx))
+            .expect("spawning a thread");
+        match ready_rx.recv() {
+            Ok(Ok(info)) => Ok(LiveSource { stop, thread, info }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(ProbeError::Attach {
+                    detail: "the probe thread ended during start-up".into(),
+                })
+            }
+        }
+    }
+
+    /// Ask the thread to send its last entries and end; the channel closes
+    /// when it has. Keep receiving until then, then `join`.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Wait for the thread; the probes are detached when this returns.
+    pub fn join(self) {
+        self.request_stop();
+        if self.thread.join().is_err() {
+            tracing::error!("the probe thread panicked");
+        }
+    }
+}
+
+fn run(
+    config: ProbeConfig,
+    hierarchy: Hierarchy,
+    tx: mpsc::Sender<Entry>,
+    stop: Arc<AtomicBool>,
+    ready: std::sync::mpsc::SyncSender<Result<ProbeInfo, ProbeError>>,
+) {
+    let mut storage = ObjectStorage::default();
+    let mut session = match Session::start(&config, &mut storage) {
+        Ok(session) => session,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(session.info()));
+    let mut names = Names::new(&hierarchy);
+    let mut next_snapshot = host::monotonic_ns();
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        let records = session.poll(POLL_TIMEOUT);
+        if !records.is_empty() {
+            let events: Vec<Event> = event::decode(&records).into_iter().flatten().collect();
+            if !names.send_new(&events, &[], &tx)
+                || tx.blocking_send(Entry::Records(records)).is_err()
+            {
+                break; // the consumer is gone
+            }
+        }
+        let now = host::monotonic_ns();
+        if stopping || now >= next_snapshot {
+            next_snapshot = now + SNAPSHOT_INTERVAL.as_nanos() as u64;
+            if !send_snapshots(&session, &hierarchy, &mut names, &tx, now) {
+                break;
+            }
+        }
+        if stopping {
+            break;
+        }
+    }
+    drop(session);
+    tracing::info!("probes detached");
+}
+
+/// Kernel maps and cgroupfs, with the names they mention sent first.
+fn send_snapshots(
+    session: &Session<'_>,
+    hierarchy: &Hierarchy,
+    names: &mut Names,
+    tx: &mpsc::Sender<Entry>,
+    now: u64,
+) -> bool {
+    let kernel = session.snapshot(now);
+    let throttle = ThrottleSnapshot {
+        ts_ns: now,
+        cgroups: cgroup::read_throttling(hierarchy),
+    };
+    names.send_new(&[], &snapshot_cgroups(&kernel), tx)
+        && tx.blocking_send(Entry::Kernel(kernel)).is_ok()
+        && tx.blocking_send(Entry::Throttle(throttle)).is_ok()
+}
+
+/// Names the cgroup ids and stack addresses that events and snapshots
+/// mention (each once) and sends the new ones ahead of them.
+struct Names {
+    resolver: Resolver,
+    stacks: StackNamer,
+}
+
+impl Names {
+    fn new(hierarchy: &Hierarchy) -> Names {
+        Names {
+            resolver: Resolver::new(hierarchy),
+            stacks: StackNamer::new(),
+        }
+    }
+
+    fn send_new(&mut self, events: &[Event], cgroups: &[u64], tx: &mpsc::Sender<Entry>) -> bool {
+        for id in events
+            .iter()
+            .flat_map(event_cgroups)
+            .chain(cgroups.iter().copied())
+        {
+            self.resolver.resolve(id);
+        }
+        let samples: Vec<&Sample> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Sample(s) | Event::Irqoff(s) => Some(s),
+                _ => None,
+            })
+            .collect();
+        let symbols = self.stacks.name(&samples);
+        let table = NameTable {
+            cgroups: self.resolver.resolved_since_last_call(),
+            kernel_symbols: symbols.kernel,
+            user_symbols: symbols.user,
+        };
+        table == NameTable::default() || tx.blocking_send(Entry::Names(table)).is_ok()
+    }
+}
+
+fn event_cgroups(e: &Event) -> Vec<u64> {
+    match e {
+        Event::Runq(w) | Event::Takeover(w) => vec![w.waiter.cgroup, w.ran.cgroup],
+        Event::Softirq(s) => vec![s.ctx.cgroup],
+        Event::Syscall(s) => vec![s.task.cgroup],
+        Event::Sample(s) | Event::Irqoff(s) => vec![s.task.cgroup],
+    }
+}
+
+fn snapshot_cgroups(k: &KernelSnapshot) -> Vec<u64> {
+    k.runq
+        .iter()
+        .map(|r| r.cgroup)
+        .chain(
+            k.preemptors
+                .iter()
+                .flat_map(|p| [p.victim_cgroup, p.preemptor_cgroup]),
+        )
+        .chain(k.syscalls.iter().map(|s| s.cgroup))
+        .collect()
+}
+
+/// The probe configuration and the hierarchy to attribute by, from the
+/// command line and this host.
+pub fn probe_config(
+    args: &crate::cli::ProbeArgs,
+) -> Result<(ProbeConfig, Hierarchy), crate::Failure> {
+    probe::preflight()?;
+    let hierarchy = Hierarchy::detect()?;
+    let config = ProbeConfig {
+        attach: args.attach,
+        runq_threshold_ns: args.runq_threshold.as_nanos() as u64,
+        stall_threshold_ns: args.threshold.as_nanos() as u64,
+        syscall_wall_threshold_ns: args.syscall_threshold.as_nanos() as u64,
+        syscall_oncpu_threshold_ns: args.syscall_oncpu_threshold.as_nanos() as u64,
+        sample_hz: args.sample_hz,
+        cgroup_v1_cpu: hierarchy.uses_v1_cpu(),
+        ksoftirqd: host::ksoftirqd_threads(),
+    };
+    Ok((config, hierarchy))
+}

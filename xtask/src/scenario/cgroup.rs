@@ -1,0 +1,240 @@
+//! The v1 cpu cgroups a scenario creates: a lock so one scenario at a time owns their names,
+//! stale cleanup, cpu.shares and CFS bandwidth, cpu.stat, and removal on drop.
+
+use std::fs::{self, File};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use serde::Serialize;
+
+/// Mount point of the v1 cpu hierarchy; cgroup paths are reported relative to it.
+pub const CPU_ROOT: &str = "/sys/fs/cgroup/cpu";
+
+/// How long removal waits for exiting threads to leave a cgroup (rmdir returns EBUSY meanwhile).
+const REMOVE_ATTEMPTS: u32 = 50;
+const REMOVE_BACKOFF: Duration = Duration::from_millis(20);
+
+/// Serializes scenarios across processes: the cgroup names are fixed, so a second run would
+/// remove the first one's cgroups as "stale". The kernel drops the lock when a run dies.
+const LOCK_FILE: &str = "/run/lock/stalltop-scenario.lock";
+
+/// Held while a scenario runs; closing the file releases the lock.
+pub struct ScenarioLock {
+    _file: File,
+}
+
+impl ScenarioLock {
+    pub fn acquire() -> Result<Self> {
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(LOCK_FILE)
+            .with_context(|| format!("open {LOCK_FILE}"))?;
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::WouldBlock {
+                bail!("another scenario is running on this host ({LOCK_FILE} is locked)");
+            }
+            return Err(err).with_context(|| format!("flock {LOCK_FILE}"));
+        }
+        Ok(ScenarioLock { _file: file })
+    }
+}
+
+/// One v1 cpu cgroup, removed (tasks moved to the root, quota reset, rmdir) when dropped.
+pub struct CpuCgroup {
+    dir: PathBuf,
+    path: String,
+}
+
+/// Counters of a cgroup's cpu.stat; `throttled_ns` is v1's `throttled_time`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CpuStat {
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_ns: u64,
+}
+
+impl CpuStat {
+    fn parse(text: &str) -> Result<Self> {
+        let mut stat = CpuStat::default();
+        let mut seen = 0;
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(' ') else {
+                continue;
+            };
+            let field = match key {
+                "nr_periods" => &mut stat.nr_periods,
+                "nr_throttled" => &mut stat.nr_throttled,
+                "throttled_time" => &mut stat.throttled_ns,
+                _ => continue,
+            };
+            *field = value
+                .trim()
+                .parse()
+                .with_context(|| format!("cpu.stat line {line:?}"))?;
+            seen += 1;
+        }
+        ensure!(
+            seen == 3,
+            "cpu.stat lacks nr_periods/nr_throttled/throttled_time: {text:?}"
+        );
+        Ok(stat)
+    }
+
+    /// What happened between `earlier` and `self`.
+    pub fn since(self, earlier: CpuStat) -> CpuStat {
+        CpuStat {
+            nr_periods: self.nr_periods.saturating_sub(earlier.nr_periods),
+            nr_throttled: self.nr_throttled.saturating_sub(earlier.nr_throttled),
+            throttled_ns: self.throttled_ns.saturating_sub(earlier.throttled_ns),
+        }
+    }
+}
+
+impl CpuCgroup {
+    /// Creates `<CPU_ROOT>/<name>`, first removing a stale one left by an earlier crashed run.
+    pub fn create(name: &str) -> Result<Self> {
+        let root = Path::new(CPU_ROOT);
+        ensure!(
+            root.join("cpu.shares").exists() && root.join("cpu.cfs_quota_us").exists(),
+            "no cgroup v1 cpu hierarchy at {CPU_ROOT}: the scenarios need the v1 cpu controller \
+             (cpu.shares, cpu.cfs_quota_us)"
+        );
+        let dir = root.join(name);
+        if dir.exists() {
+            eprintln!(
+                "removing stale cgroup {} from an earlier run",
+                dir.display()
+            );
+            remove(&dir)
+                .with_context(|| format!("stale cgroup {} could not be removed", dir.display()))?;
+        }
+        fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+        Ok(CpuCgroup {
+            dir,
+            path: format!("/{name}"),
+        })
+    }
+
+    /// Path relative to the cpu hierarchy root, e.g. "/stalltop_victim".
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn set_shares(&self, shares: u64) -> Result<()> {
+        self.write("cpu.shares", &shares.to_string())
+    }
+
+    pub fn set_bandwidth(&self, period_us: u64, quota_us: u64) -> Result<()> {
+        self.write("cpu.cfs_period_us", &period_us.to_string())?;
+        self.write("cpu.cfs_quota_us", &quota_us.to_string())
+    }
+
+    /// The configured quota in microseconds, -1 when unlimited.
+    pub fn quota_us(&self) -> Result<i64> {
+        self.read_number("cpu.cfs_quota_us")
+    }
+
+    pub fn period_us(&self) -> Result<i64> {
+        self.read_number("cpu.cfs_period_us")
+    }
+
+    /// Moves the calling thread (only it: v1 `tasks`, not `cgroup.procs`) into this cgroup.
+    pub fn join_current_thread(&self) -> Result<()> {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        self.write("tasks", &tid.to_string())
+    }
+
+    pub fn cpu_stat(&self) -> Result<CpuStat> {
+        let file = self.dir.join("cpu.stat");
+        let text = fs::read_to_string(&file).with_context(|| format!("read {}", file.display()))?;
+        CpuStat::parse(&text)
+    }
+
+    fn read_number(&self, knob: &str) -> Result<i64> {
+        let file = self.dir.join(knob);
+        let text = fs::read_to_string(&file).with_context(|| format!("read {}", file.display()))?;
+        text.trim()
+            .parse()
+            .with_context(|| format!("{}: {text:?}", file.display()))
+    }
+
+    fn write(&self, knob: &str, value: &str) -> Result<()> {
+        let file = self.dir.join(knob);
+        fs::write(&file, value).with_context(|| format!("write {value} to {}", file.display()))
+    }
+}
+
+impl Drop for CpuCgroup {
+    fn drop(&mut self) {
+        if let Err(err) = remove(&self.dir) {
+            eprintln!(
+                "warning: cgroup {} was not removed: {err:#}",
+                self.dir.display()
+            );
+        }
+    }
+}
+
+/// Moves every task back to the root cgroup, lifts the quota, then rmdirs, retrying while
+/// exiting threads still hold the cgroup.
+fn remove(dir: &Path) -> Result<()> {
+    let root_tasks = Path::new(CPU_ROOT).join("tasks");
+    for _ in 0..REMOVE_ATTEMPTS {
+        let tasks = fs::read_to_string(dir.join("tasks"))
+            .with_context(|| format!("read {}/tasks", dir.display()))?;
+        for tid in tasks.split_whitespace() {
+            // ESRCH when the thread is exiting: it leaves on its own.
+            let _ = fs::write(&root_tasks, tid);
+        }
+        fs::write(dir.join("cpu.cfs_quota_us"), "-1")
+            .with_context(|| format!("reset {}/cpu.cfs_quota_us", dir.display()))?;
+        match fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(err) if err.kind() == io::ErrorKind::ResourceBusy => {}
+            Err(err) => bail!("rmdir {}: {err}", dir.display()),
+        }
+        thread::sleep(REMOVE_BACKOFF);
+    }
+    bail!(
+        "rmdir {}: still busy after {REMOVE_ATTEMPTS} attempts",
+        dir.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_v1_cpu_stat_with_extra_lines() {
+        let text = "nr_periods 75\nnr_throttled 21\nthrottled_time 1093000000\nnr_bursts 0\nburst_time 0\n";
+        let stat = CpuStat::parse(text).unwrap();
+        assert_eq!(
+            stat,
+            CpuStat {
+                nr_periods: 75,
+                nr_throttled: 21,
+                throttled_ns: 1_093_000_000
+            }
+        );
+        let later = CpuStat {
+            nr_periods: 80,
+            ..stat
+        };
+        assert_eq!(later.since(stat).nr_periods, 5);
+    }
+
+    #[test]
+    fn rejects_a_cpu_stat_without_throttling_counters() {
+        assert!(CpuStat::parse("usage_usec 5\n").is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! `cargo xtask scenario`: real, bounded scheduler stalls injected on CPU 1 by threads of this
+//! process in v1 cpu cgroups (one file per scenario); each run prints its own ground truth as one
+//! JSON object on stdout, diagnostics on stderr.
+
+mod burstreq;
+mod cgroup;
+mod hog;
+mod host;
+mod noisy_neighbour;
+mod quiet;
+mod stats;
+mod task;
+mod throttle;
+mod victim;
+
+use std::fmt;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Result};
+use clap::ValueEnum;
+use serde::Serialize;
+
+use crate::interrupt;
+use burstreq::RequestStats;
+use cgroup::{CpuCgroup, CpuStat};
+use host::Contamination;
+use task::Window;
+use victim::VictimStats;
+
+/// The CPU every scenario thread is pinned to; CPU 0 stays free for the rest of the VM.
+pub const CPU: usize = 1;
+/// The length `scenario-tests` uses; keep `Args::duration`'s default_value in step.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(5);
+/// Hard cap on any scenario's busy loops (safety on a shared VM).
+const MAX_DURATION: Duration = Duration::from_secs(30);
+/// Percentiles need a few thousand victim periods.
+const MIN_DURATION: Duration = Duration::from_secs(1);
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Which stall to inject.
+    name: Name,
+    /// How long the load runs (e.g. 5s, 1500ms; at most 30s).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    duration: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Name {
+    /// A 1 ms victim waker behind two hogs of 10x its cgroup's weight (CASES.md case 4).
+    NoisyNeighbour,
+    /// Bursty 4-thread requests in a cgroup with a 15 ms / 100 ms CFS quota (case 3).
+    Throttle,
+    /// The victim and the requests alone, no hogs and no quota: the baseline.
+    Quiet,
+}
+
+impl Name {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Name::NoisyNeighbour => "noisy-neighbour",
+            Name::Throttle => "throttle",
+            Name::Quiet => "quiet",
+        }
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A scenario's ground truth, measured by the scenario itself.
+#[derive(Debug, Serialize)]
+pub struct Outcome {
+    pub name: &'static str,
+    pub cpu: usize,
+    pub duration_ns: u64,
+    /// CLOCK_MONOTONIC when the load started and after it was cleaned up.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    #[serde(flatten)]
+    pub measured: Measured,
+    pub contamination: Contamination,
+}
+
+/// What one scenario's workloads measured.
+#[derive(Debug, Default, Serialize)]
+pub struct Measured {
+    pub cgroups: Cgroups,
+    pub victim: Option<VictimStats>,
+    pub requests: Option<RequestStats>,
+    /// cpu.stat delta of the requests' cgroup, read at start and end by the scenario.
+    pub cpu_stat: Option<CpuStatDelta>,
+}
+
+/// The cgroups a scenario ran threads in, relative to the cpu hierarchy root ("/stalltop_victim").
+#[derive(Debug, Default, Serialize)]
+pub struct Cgroups {
+    pub victim: Option<String>,
+    pub noisy: Option<String>,
+    pub requests: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CpuStatDelta {
+    pub cgroup: String,
+    /// -1 when the cgroup had no quota.
+    pub quota_us: i64,
+    pub period_us: i64,
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_ns: u64,
+}
+
+impl Outcome {
+    /// One line of the key numbers, for progress output and the summary table.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(victim) = &self.measured.victim {
+            let l = victim.lateness;
+            parts.push(format!(
+                "victim late p50/p99/max {}/{}/{} ms",
+                ms(l.p50_ns),
+                ms(l.p99_ns),
+                ms(l.max_ns)
+            ));
+        }
+        if let Some(requests) = &self.measured.requests {
+            let l = requests.latency;
+            parts.push(format!(
+                "{} requests p50/max {}/{} ms",
+                l.count,
+                ms(l.p50_ns),
+                ms(l.max_ns)
+            ));
+        }
+        if let Some(stat) = &self.measured.cpu_stat {
+            parts.push(format!(
+                "throttled {}/{} periods {} ms",
+                stat.nr_throttled,
+                stat.nr_periods,
+                ms(stat.throttled_ns)
+            ));
+        }
+        parts.push(format!(
+            "foreign forks {}, load {:.2}",
+            self.contamination.foreign_forks, self.contamination.loadavg_before
+        ));
+        parts.join("; ")
+    }
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.2}", ns as f64 / 1e6)
+}
+
+impl Cgroups {
+    pub fn all(&self) -> impl Iterator<Item = &str> {
+        [&self.victim, &self.noisy, &self.requests]
+            .into_iter()
+            .filter_map(|cgroup| cgroup.as_deref())
+    }
+}
+
+impl CpuStatDelta {
+    fn since(cgroup: &CpuCgroup, start: CpuStat) -> Result<Self> {
+        let delta = cgroup.cpu_stat()?.since(start);
+        Ok(CpuStatDelta {
+            cgroup: cgroup.path().to_owned(),
+            quota_us: cgroup.quota_us()?,
+            period_us: cgroup.period_us()?,
+            nr_periods: delta.nr_periods,
+            nr_throttled: delta.nr_throttled,
+            throttled_ns: delta.throttled_ns,
+        })
+    }
+}
+
+pub fn main(args: &Args) -> Result<()> {
+    interrupt::install()?;
+    let outcome = run(args.name, args.duration)?;
+    println!("{}", serde_json::to_string_pretty(&outcome)?);
+    Ok(())
+}
+
+/// Runs one scenario to completion in this process; every thread is joined and every cgroup
+/// removed before it returns, on success, error, panic or SIGINT/SIGTERM alike.
+pub fn run(name: Name, duration: Duration) -> Result<Outcome> {
+    ensure!(
+        (MIN_DURATION..=MAX_DURATION).contains(&duration),
+        "scenario duration {duration:?} is outside {MIN_DURATION:?}..={MAX_DURATION:?}"
+    );
+    // SAFETY: geteuid has no preconditions.
+    ensure!(
+        unsafe { libc::geteuid() } == 0,
+        "scenarios create cgroups under {}: run as root",
+        cgroup::CPU_ROOT
+    );
+    task::ensure_cpu_allowed(CPU)?;
+    let _lock = cgroup::ScenarioLock::acquire()?;
+    let before = host::Before::take()?;
+    eprintln!("scenario {name}: {duration:?} on CPU {CPU}");
+    let window = Window::open(CPU, duration);
+    let measured = match name {
+        Name::NoisyNeighbour => noisy_neighbour::run(&window),
+        Name::Throttle => throttle::run(&window),
+        Name::Quiet => quiet::run(&window),
+    }?;
+    let end_ns = task::monotonic_ns();
+    if interrupt::requested() {
+        bail!("scenario {name} interrupted by a signal (threads stopped, cgroups removed)");
+    }
+    let outcome = Outcome {
+        name: name.as_str(),
+        cpu: CPU,
+        duration_ns: duration.as_nanos() as u64,
+        start_ns: window.start_ns(),
+        end_ns,
+        measured,
+        contamination: before.contamination(window.spawned())?,
+    };
+    eprintln!("scenario {name}: {}", outcome.summary());
+    Ok(outcome)
+}
+
+/// Parses "5s" or "1500ms" (a unit is required, as in stalltop's CLI), within the scenario limits.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, Duration::from_millis(1))
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, Duration::from_secs(1))
+    } else {
+        return Err(format!("{text:?} needs a unit: 5s or 1500ms"));
+    };
+    let count: u32 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 5s or 1500ms"))?;
+    let duration = unit * count;
+    if !(MIN_DURATION..=MAX_DURATION).contains(&duration) {
+        return Err(format!(
+            "{text} is outside {MIN_DURATION:?}..={MAX_DURATION:?} (hard cap on a shared VM)"
+        ));
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_parsed_and_capped() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert!(parse_duration("7").is_err());
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("31s").is_err());
+        assert!(parse_duration("500ms").is_err());
+        assert!(parse_duration("five").is_err());
+    }
+}

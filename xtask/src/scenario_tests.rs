@@ -1,0 +1,380 @@
+//! `cargo xtask scenario-tests`: runs the real `stalltop record` around each scenario, one at a
+//! time, and checks `stalltop report --json` against the ground truth the scenario measured.
+
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{self, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::checks::{self, Report};
+use crate::interrupt;
+use crate::scenario::{self, Name, Outcome};
+
+/// Scenario length in the tests (the `cargo xtask scenario` default).
+const DURATION: Duration = scenario::DEFAULT_DURATION;
+/// stalltop starts this long before the scenario so its probes are attached.
+const ATTACH_WAIT: Duration = Duration::from_millis(1500);
+/// stalltop records this much longer than the scenario runs.
+const RECORD_EXTRA: Duration = Duration::from_secs(2);
+/// After its --duration, stalltop gets this long to exit before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(10);
+const REPORT_TIMEOUT: Duration = Duration::from_secs(60);
+/// A contaminated run is retried up to this many times, after a pause for the other workload.
+const RETRIES: u32 = 3;
+const RETRY_PAUSE: Duration = Duration::from_secs(5);
+const POLL: Duration = Duration::from_millis(100);
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Run one scenario only (noisy-neighbour also runs quiet, its baseline).
+    #[arg(long, value_name = "NAME")]
+    only: Option<Name>,
+}
+
+/// One scenario's recorded run.
+struct Recorded {
+    outcome: Outcome,
+    report: Report,
+}
+
+enum Verdict {
+    Pass,
+    Fail(String),
+    /// Every attempt was contaminated: nothing was checked.
+    Inconclusive(String),
+}
+
+struct Row {
+    name: Name,
+    attempts: u32,
+    verdict: Verdict,
+    summary: String,
+}
+
+pub fn main(args: &Args) -> Result<()> {
+    interrupt::install()?;
+    let stalltop = stalltop_binary()?;
+    let workdir = std::env::temp_dir().join(format!("stalltop-scenarios-{}", process::id()));
+    fs::create_dir_all(&workdir).with_context(|| format!("mkdir {}", workdir.display()))?;
+    let plan: &[Name] = match args.only {
+        None => &[Name::Quiet, Name::NoisyNeighbour, Name::Throttle],
+        Some(Name::NoisyNeighbour) => &[Name::Quiet, Name::NoisyNeighbour],
+        Some(Name::Quiet) => &[Name::Quiet],
+        Some(Name::Throttle) => &[Name::Throttle],
+    };
+    let mut baseline: Option<Report> = None;
+    let mut rows = Vec::new();
+    for &name in plan {
+        let row = if name == Name::NoisyNeighbour && baseline.is_none() {
+            Row {
+                name,
+                attempts: 0,
+                verdict: Verdict::Fail("not run: no clean quiet baseline to compare with".into()),
+                summary: String::new(),
+            }
+        } else {
+            run_checked(&stalltop, &workdir, name, &mut baseline)
+                .with_context(|| format!("recordings so far in {}", workdir.display()))?
+        };
+        if let Verdict::Fail(message) | Verdict::Inconclusive(message) = &row.verdict {
+            eprintln!("{name}: FAILED\n{message}");
+        }
+        rows.push(row);
+    }
+    print_table(&rows);
+    let failed = rows
+        .iter()
+        .filter(|row| !matches!(row.verdict, Verdict::Pass))
+        .count();
+    if failed > 0 {
+        bail!(
+            "{failed} of {} scenario checks did not pass; recordings and logs kept in {}",
+            rows.len(),
+            workdir.display()
+        );
+    }
+    fs::remove_dir_all(&workdir).with_context(|| format!("rm -r {}", workdir.display()))?;
+    Ok(())
+}
+
+/// Runs `name` until a clean (uncontaminated) attempt, then checks it; a quiet run's report
+/// becomes the baseline for noisy-neighbour.
+fn run_checked(
+    stalltop: &Path,
+    workdir: &Path,
+    name: Name,
+    baseline: &mut Option<Report>,
+) -> Result<Row> {
+    let mut why = String::new();
+    for attempt in 1..=RETRIES + 1 {
+        let recorded = match record(stalltop, workdir, name, attempt) {
+            Ok(recorded) => recorded,
+            Err(err) if interrupt::requested() => return Err(err),
+            Err(err) => {
+                return Ok(Row {
+                    name,
+                    attempts: attempt,
+                    verdict: Verdict::Fail(format!("{err:#}")),
+                    summary: String::new(),
+                })
+            }
+        };
+        let outcome = &recorded.outcome;
+        let summary = outcome.summary();
+        let contamination = &outcome.contamination;
+        if let Some(reason) =
+            checks::contaminated(contamination.foreign_forks, contamination.loadavg_before)
+        {
+            eprintln!("{name}: attempt {attempt} contaminated ({reason}): result discarded");
+            why = reason;
+            if attempt <= RETRIES {
+                eprintln!("{name}: retrying in {RETRY_PAUSE:?}");
+                pause(RETRY_PAUSE)?;
+            }
+            continue;
+        }
+        let cgroups = &outcome.measured.cgroups;
+        let result = match name {
+            Name::Quiet => checks::quiet(&recorded.report, cgroups),
+            Name::NoisyNeighbour => match baseline {
+                Some(baseline) => checks::noisy_neighbour(&recorded.report, baseline, cgroups),
+                None => Err("no quiet baseline".into()),
+            },
+            Name::Throttle => match &outcome.measured.cpu_stat {
+                Some(truth) => checks::throttle(&recorded.report, truth),
+                None => Err("the throttle scenario measured no cpu.stat".into()),
+            },
+        };
+        if name == Name::Quiet {
+            *baseline = Some(recorded.report);
+        }
+        let verdict = match result {
+            Ok(()) => Verdict::Pass,
+            Err(message) => Verdict::Fail(message),
+        };
+        return Ok(Row {
+            name,
+            attempts: attempt,
+            verdict,
+            summary,
+        });
+    }
+    Ok(Row {
+        name,
+        attempts: RETRIES + 1,
+        verdict: Verdict::Inconclusive(format!(
+            "all {} attempts were contaminated, the last by {why}",
+            RETRIES + 1
+        )),
+        summary: String::new(),
+    })
+}
+
+/// One attempt: stalltop records while the scenario runs in this process, then reports.
+fn record(stalltop: &Path, workdir: &Path, name: Name, attempt: u32) -> Result<Recorded> {
+    let stem = format!("{name}-{attempt}");
+    let recording = workdir.join(format!("{stem}.stl"));
+    let record_for = DURATION + RECORD_EXTRA;
+    eprintln!(
+        "{name}: attempt {attempt}: stalltop record -> {}",
+        recording.display()
+    );
+    let mut recorder = Child::spawn(
+        Command::new(stalltop)
+            .arg("record")
+            .arg("-o")
+            .arg(&recording)
+            .args(["--duration", &stalltop_duration(record_for)]),
+        "stalltop record",
+        &workdir.join(format!("{stem}.record.log")),
+        None,
+    )?;
+    recorder.wait_while_running(ATTACH_WAIT)?;
+    let outcome = scenario::run(name, DURATION)?;
+    eprintln!(
+        "{name}: ground truth {}",
+        serde_json::to_string(&outcome).context("serialize the ground truth")?
+    );
+    recorder.wait_for_exit(record_for + EXIT_GRACE)?;
+
+    let json = workdir.join(format!("{stem}.report.json"));
+    Child::spawn(
+        Command::new(stalltop)
+            .arg("report")
+            .arg(&recording)
+            .arg("--json"),
+        "stalltop report",
+        &workdir.join(format!("{stem}.report.log")),
+        Some(&json),
+    )?
+    .wait_for_exit(REPORT_TIMEOUT)?;
+    let text = fs::read_to_string(&json).with_context(|| format!("read {}", json.display()))?;
+    let report = Report::parse(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("stalltop report {} --json", recording.display()))?;
+    Ok(Recorded { outcome, report })
+}
+
+/// Sleeps for `delay` unless SIGINT/SIGTERM arrives.
+fn pause(delay: Duration) -> Result<()> {
+    let until = Instant::now() + delay;
+    while Instant::now() < until {
+        if interrupt::requested() {
+            bail!("interrupted by a signal");
+        }
+        thread::sleep(POLL);
+    }
+    Ok(())
+}
+
+/// A child process that is SIGKILLed and reaped when dropped, and by the kernel if xtask dies.
+struct Child {
+    inner: process::Child,
+    what: &'static str,
+    log: PathBuf,
+    started: Instant,
+}
+
+impl Child {
+    /// Spawns `command` with stderr (and stdout unless `stdout` is given) going to `log`.
+    fn spawn(
+        command: &mut Command,
+        what: &'static str,
+        log: &Path,
+        stdout: Option<&Path>,
+    ) -> Result<Self> {
+        let log_file = File::create(log).with_context(|| format!("create {}", log.display()))?;
+        let out_file = match stdout {
+            Some(path) => {
+                File::create(path).with_context(|| format!("create {}", path.display()))?
+            }
+            None => log_file.try_clone()?,
+        };
+        // SAFETY: the closure runs between fork and exec and only makes the async-signal-safe
+        // prctl syscall.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let inner = command
+            .stdin(Stdio::null())
+            .stdout(out_file)
+            .stderr(log_file)
+            .spawn()
+            .with_context(|| format!("start {what}"))?;
+        Ok(Child {
+            inner,
+            what,
+            log: log.to_owned(),
+            started: Instant::now(),
+        })
+    }
+
+    /// Sleeps for `delay`, failing if the child exits meanwhile.
+    fn wait_while_running(&mut self, delay: Duration) -> Result<()> {
+        let until = Instant::now() + delay;
+        while Instant::now() < until {
+            if let Some(status) = self.inner.try_wait()? {
+                bail!("{} exited early ({status}){}", self.what, self.log_tail());
+            }
+            self.poll()?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the child exits successfully, at most `limit` after it started; kills it
+    /// (on drop) otherwise.
+    fn wait_for_exit(mut self, limit: Duration) -> Result<()> {
+        loop {
+            if let Some(status) = self.inner.try_wait()? {
+                if !status.success() {
+                    bail!("{} failed ({status}){}", self.what, self.log_tail());
+                }
+                return Ok(());
+            }
+            if self.started.elapsed() > limit {
+                bail!(
+                    "{} still running {limit:?} after it started: killed{}",
+                    self.what,
+                    self.log_tail()
+                );
+            }
+            self.poll()?;
+        }
+    }
+
+    fn poll(&self) -> Result<()> {
+        if interrupt::requested() {
+            bail!("interrupted by a signal while {} was running", self.what);
+        }
+        thread::sleep(POLL);
+        Ok(())
+    }
+
+    fn log_tail(&self) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+        format!("\n--- last lines of {} ---\n{tail}", self.log.display())
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if let Ok(None) = self.inner.try_wait() {
+            let _ = self.inner.kill();
+            let _ = self.inner.wait();
+        }
+    }
+}
+
+fn stalltop_binary() -> Result<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::workspace_root().join("target"));
+    let binary = target.join("release/stalltop");
+    if !binary.is_file() {
+        bail!(
+            "{} does not exist: run `cargo build --release` first",
+            binary.display()
+        );
+    }
+    Ok(binary)
+}
+
+/// `--duration` as stalltop takes it: "7s", or "7500ms" when not whole seconds.
+fn stalltop_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "{:<16} {:<12} {:>8}  details",
+        "scenario", "result", "attempts"
+    );
+    for row in rows {
+        let (result, detail) = match &row.verdict {
+            Verdict::Pass => ("PASS", row.summary.as_str()),
+            Verdict::Fail(message) => ("FAIL", message.lines().next().unwrap_or_default()),
+            Verdict::Inconclusive(message) => ("INCONCLUSIVE", message.as_str()),
+        };
+        println!(
+            "{:<16} {result:<12} {:>8}  {detail}",
+            row.name.as_str(),
+            row.attempts
+        );
+    }
+}
