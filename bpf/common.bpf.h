@@ -25,6 +25,9 @@
 
 /* Set from user space before load. */
 const volatile __u8 cgroup_v1_cpu = 0; /* attribute by the v1 cpu hierarchy */
+/* Keep per-task state in task storage (tp_btf family: trusted task
+ * pointers) rather than in the `tasks` hash (raw_tp family). */
+const volatile __u8 use_task_storage = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -34,12 +37,19 @@ struct {
 } tasks SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} task_store SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 * 1024 * 1024);
 } events SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, COUNTER_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -64,15 +74,27 @@ static __always_inline void count(__u32 slot)
 	__u64 *c = bpf_map_lookup_elem(&counters, &slot);
 
 	if (c)
-		__sync_fetch_and_add(c, 1);
+		(*c)++; /* per-CPU slot: no atomics needed */
 }
 
-static __always_inline struct task_state *task_state_get_or_create(__u32 tid)
+/* The state of task `t` (thread id `tid`), created when `create` is set.
+ * `t` must be a trusted pointer when use_task_storage is set: a tp_btf
+ * argument or bpf_get_current_task_btf(). */
+static __always_inline struct task_state *task_state_of(struct task_struct *t, __u32 tid,
+							bool create)
 {
-	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
 	static const struct task_state zero = {};
+	struct task_state *ts;
 
-	if (ts)
+	if (use_task_storage) {
+		ts = bpf_task_storage_get(&task_store, t, 0,
+					  create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		if (!ts && create)
+			count(COUNTER_TASKS_FULL);
+		return ts;
+	}
+	ts = bpf_map_lookup_elem(&tasks, &tid);
+	if (ts || !create)
 		return ts;
 	/* May fail with EEXIST when another CPU won the race: look up again. */
 	bpf_map_update_elem(&tasks, &tid, &zero, BPF_NOEXIST);
@@ -80,6 +102,11 @@ static __always_inline struct task_state *task_state_get_or_create(__u32 tid)
 	if (!ts)
 		count(COUNTER_TASKS_FULL);
 	return ts;
+}
+
+static __always_inline struct task_state *current_state(bool create)
+{
+	return task_state_of(bpf_get_current_task_btf(), (__u32)bpf_get_current_pid_tgid(), create);
 }
 
 /* Reserve a record of `size` bytes of kind `kind` and fill its header. */
@@ -163,12 +190,13 @@ static __always_inline __u64 task_cgroup(bool btf, struct task_struct *t)
 	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 }
 
+/* `slots` is a per-CPU value: plain increments. */
 static __always_inline void hist_add(__u32 *slots, __u64 v)
 {
 	__u32 slot = hist_slot(v);
 
 	if (slot < HIST_SLOTS)
-		__sync_fetch_and_add(&slots[slot], 1);
+		slots[slot]++;
 }
 
 static __always_inline void task_ref_fill(bool btf, struct task_ref *r, struct task_struct *t)

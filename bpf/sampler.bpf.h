@@ -27,15 +27,12 @@ static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct task_st
 		if (raised && now - raised >= sample_after_ns)
 			why |= SAMPLE_WHY_SOFTIRQ;
 	}
-	if (cs->ksoftirqd_tid) {
-		__u32 tid = cs->ksoftirqd_tid;
-		struct task_state *k = bpf_map_lookup_elem(&tasks, &tid);
-
-		if (k && k->runq_since && now - k->runq_since >= sample_after_ns)
-			why |= SAMPLE_WHY_KSOFTIRQD;
-	}
+	if (cs->ksoftirqd_runnable_since && now - cs->ksoftirqd_runnable_since >= sample_after_ns)
+		why |= SAMPLE_WHY_KSOFTIRQD;
+	/* On-CPU time in the call so far, not wall time: a call that slept
+	 * explains nothing about this CPU. */
 	if (current_state && current_state->sys_enter_ts &&
-	    now - current_state->sys_enter_ts >= sample_after_ns)
+	    current_state->sys_oncpu_ns + (now - current_state->slice_start) >= sample_after_ns)
 		why |= SAMPLE_WHY_SYSCALL;
 	return why;
 }
@@ -55,7 +52,7 @@ static __always_inline int on_sample(void *ctx)
 	gap = cs->last_tick ? now - cs->last_tick : 0;
 	cs->last_tick = now;
 	tid = (__u32)bpf_get_current_pid_tgid();
-	ts = tid ? bpf_map_lookup_elem(&tasks, &tid) : NULL;
+	ts = tid ? current_state(false) : NULL;
 	why = sample_reasons(cs, ts, now);
 	if (gap >= irqoff_threshold_ns)
 		why |= SAMPLE_WHY_GAP;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The scheduler tracepoints: run-queue latency per cgroup, preemption
- * causes and top preemptors, over-threshold waits (ordinary tasks and
- * ksoftirqd takeovers), and the slices of tasks inside syscalls.
+ * The scheduler tracepoints: run-queue latency per cgroup, who kept tasks
+ * off their CPU (preemption episodes and top preemptors), over-threshold
+ * waits (ordinary tasks and ksoftirqd takeovers), and the slices of tasks
+ * inside syscalls.
  */
 #ifndef STALLTOP_SCHED_BPF_H
 #define STALLTOP_SCHED_BPF_H
@@ -13,28 +14,30 @@
 const volatile __u64 runq_threshold_ns = 10 * 1000 * 1000;
 const volatile __u64 takeover_threshold_ns = 10 * 1000 * 1000;
 
+/* Per-CPU, allocated on first use: no atomics, no cache-line bouncing. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 4096);
 	__type(key, __u64);
 	__type(value, struct runq_stats);
 } runq_by_cgroup SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 8192);
 	__type(key, struct preemptor_key);
-	__type(value, __u64);
+	__type(value, struct preemptor_stats);
 } preemptors SEC(".maps");
 
-static __always_inline struct runq_stats *runq_stats_get_or_create(__u64 cgroup)
+static __always_inline struct runq_stats *runq_stats_of(__u64 cgroup)
 {
-	struct runq_stats *s = bpf_map_lookup_elem(&runq_by_cgroup, &cgroup);
 	static const struct runq_stats zero = {};
+	struct runq_stats *s = bpf_map_lookup_elem(&runq_by_cgroup, &cgroup);
 
 	if (s)
 		return s;
-	/* May fail with EEXIST when another CPU won the race: look up again. */
 	bpf_map_update_elem(&runq_by_cgroup, &cgroup, &zero, BPF_NOEXIST);
 	s = bpf_map_lookup_elem(&runq_by_cgroup, &cgroup);
 	if (!s)
@@ -42,48 +45,47 @@ static __always_inline struct runq_stats *runq_stats_get_or_create(__u64 cgroup)
 	return s;
 }
 
-static __always_inline void runq_wait_record(__u64 cgroup, __u64 wait)
+static __always_inline void runq_wait_record(struct runq_stats *s, __u64 wait)
 {
-	struct runq_stats *s = runq_stats_get_or_create(cgroup);
-	__u32 slot = hist_slot(wait);
-
-	if (!s)
-		return;
-	if (slot < HIST_SLOTS)
-		__sync_fetch_and_add(&s->slots[slot], 1);
-	__sync_fetch_and_add(&s->count, 1);
-	__sync_fetch_and_add(&s->total_ns, wait);
+	hist_add(s->slots, wait);
+	s->count++;
+	s->total_ns += wait;
 	if (wait > s->max_ns)
-		s->max_ns = wait; /* racy by design: a lost max is re-set by the next one */
+		s->max_ns = wait;
 }
 
-/* A runnable `victim` lost the CPU to `preemptor`: count the cause against
- * the victim's cgroup and remember who did it. */
-static __always_inline void preemption_record(bool btf, struct task_struct *victim,
-					      struct task_struct *preemptor)
+/* A task of `victim_cgroup` (stats `s`) waited `wait` ns, kept off its CPU
+ * by `comm` of `culprit_cgroup`: count the episode by cause and culprit. */
+static __always_inline void preemption_record(struct runq_stats *s, __u64 victim_cgroup,
+					      __u64 culprit_cgroup, const __u8 *comm, bool kthread,
+					      __u64 wait)
 {
-	struct preemptor_key key = {};
-	struct runq_stats *s;
-	__u64 *n;
-	__u64 one = 1;
+	struct preemptor_key key = {
+		.victim_cgroup = victim_cgroup,
+		.preemptor_cgroup = culprit_cgroup,
+	};
+	struct preemptor_stats *p;
 
-	key.victim_cgroup = task_cgroup(btf, victim);
-	key.preemptor_cgroup = task_cgroup(btf, preemptor);
-	s = runq_stats_get_or_create(key.victim_cgroup);
-	if (s) {
-		if (FIELD(btf, preemptor, flags) & PF_KTHREAD)
-			__sync_fetch_and_add(&s->preempted_kthread, 1);
-		else if (key.preemptor_cgroup == key.victim_cgroup)
-			__sync_fetch_and_add(&s->preempted_same_cgroup, 1);
-		else
-			__sync_fetch_and_add(&s->preempted_other_cgroup, 1);
+	if (kthread)
+		s->preempted_kthread++;
+	else if (culprit_cgroup == victim_cgroup)
+		s->preempted_same_cgroup++;
+	else
+		s->preempted_other_cgroup++;
+	__builtin_memcpy(key.comm, comm, sizeof(key.comm));
+	p = bpf_map_lookup_elem(&preemptors, &key);
+	if (!p) {
+		struct preemptor_stats fresh = {};
+
+		bpf_map_update_elem(&preemptors, &key, &fresh, BPF_NOEXIST);
+		p = bpf_map_lookup_elem(&preemptors, &key);
+		if (!p) {
+			count(COUNTER_PREEMPTORS_FULL);
+			return;
+		}
 	}
-	bpf_probe_read_kernel(key.comm, sizeof(key.comm), &preemptor->comm);
-	n = bpf_map_lookup_elem(&preemptors, &key);
-	if (n)
-		__sync_fetch_and_add(n, 1);
-	else if (bpf_map_update_elem(&preemptors, &key, &one, BPF_NOEXIST))
-		count(COUNTER_PREEMPTORS_FULL);
+	p->count++;
+	p->wait_ns += wait;
 }
 
 /* `waiter` waited `wait` ns and now runs; `ran` held the CPU until now. */
@@ -108,6 +110,17 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, __u64 now, __u
 	record_submit(e);
 }
 
+/* ksoftirqd/N became runnable: the sampler keeps stacks on CPU N while it
+ * waits. */
+static __always_inline void ksoftirqd_waiting(bool btf, struct task_struct *p, __u64 since)
+{
+	__u32 zero = 0, cpu = FIELD(btf, p, wake_cpu);
+	struct cpu_state *cs = bpf_map_lookup_percpu_elem(&cpus, &zero, cpu);
+
+	if (cs)
+		cs->ksoftirqd_runnable_since = since;
+}
+
 static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 {
 	__u32 tid = FIELD(btf, p, pid);
@@ -115,62 +128,100 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 
 	if (!tid)
 		return;
-	ts = task_state_get_or_create(tid);
-	if (ts)
-		ts->runq_since = bpf_ktime_get_ns();
+	ts = task_state_of(p, tid, true);
+	if (!ts)
+		return;
+	ts->runq_since = bpf_ktime_get_ns();
+	ts->flags &= ~TASK_PREEMPTED;
+	if (ts->flags & TASK_IS_KSOFTIRQD)
+		ksoftirqd_waiting(btf, p, ts->runq_since);
 }
 
+/* A runnable task that waits at least PREEMPT_WAIT_MIN_NS is one episode,
+ * charged when it runs again: to the task that took its CPU (noted at
+ * switch-out) or, after a wakeup, to the one that had the CPU until now.
+ * cgroup ids are walked once per switch (next's) and cached per task. */
 static __always_inline void on_switch(bool btf, bool preempt, struct task_struct *prev,
 				      struct task_struct *next, unsigned int prev_state)
 {
 	__u32 prev_tid = FIELD(btf, prev, pid);
 	__u32 next_tid = FIELD(btf, next, pid);
-	struct task_state *ps = NULL, *ns;
+	bool runnable = preempt || prev_state == TASK_RUNNING;
+	struct cpu_state *cs = this_cpu();
+	struct task_state *ps = NULL, *ns = NULL;
 	__u64 now = bpf_ktime_get_ns();
+	__u64 next_cgroup = 0;
 
-	if (prev_tid) {
-		ps = bpf_map_lookup_elem(&tasks, &prev_tid);
-		/* Switched out while runnable: preempted (or throttled, or yielded);
-		 * its wait for the CPU starts now. */
-		if (preempt || prev_state == TASK_RUNNING) {
-			if (!ps)
-				ps = task_state_get_or_create(prev_tid);
-			if (ps)
-				ps->runq_since = now;
-			if (next_tid)
-				preemption_record(btf, prev, next);
-		}
-		if (ps && ps->sys_enter_ts)
-			syscall_slice_end(ps, this_cpu(), now);
+	if (next_tid) {
+		ns = task_state_of(next, next_tid, false);
+		next_cgroup = task_cgroup(btf, next);
+		if (ns)
+			ns->cgroup = next_cgroup;
 	}
 
-	if (!next_tid)
-		return;
-	ns = bpf_map_lookup_elem(&tasks, &next_tid);
+	if (prev_tid) {
+		ps = task_state_of(prev, prev_tid, runnable);
+		/* Switched out while runnable (preempted, throttled, yielded):
+		 * its wait for the CPU starts now; note who took the CPU. */
+		if (runnable && ps) {
+			ps->runq_since = now;
+			ps->flags |= TASK_PREEMPTED;
+			ps->flags &= ~TASK_PREEMPTOR_KTHREAD;
+			if (next_tid && (FIELD(btf, next, flags) & PF_KTHREAD))
+				ps->flags |= TASK_PREEMPTOR_KTHREAD;
+			ps->preemptor_cgroup = next_cgroup;
+			bpf_probe_read_kernel(ps->preemptor_comm, sizeof(ps->preemptor_comm),
+					      &next->comm);
+			if (ps->flags & TASK_IS_KSOFTIRQD && cs)
+				cs->ksoftirqd_runnable_since = now;
+		}
+		if (ps && ps->sys_enter_ts)
+			syscall_slice_end(ps, cs, now);
+	}
+
 	if (!ns)
 		return;
 	if (ns->runq_since) {
 		__u64 wait = now - ns->runq_since;
-		__u64 cgroup = task_cgroup(btf, next);
+		struct runq_stats *s = runq_stats_of(next_cgroup);
 
 		ns->runq_since = 0;
-		runq_wait_record(cgroup, wait);
+		if (s) {
+			runq_wait_record(s, wait);
+			if (wait >= PREEMPT_WAIT_MIN_NS && (ns->flags & TASK_PREEMPTED)) {
+				preemption_record(s, next_cgroup, ns->preemptor_cgroup,
+						  ns->preemptor_comm,
+						  ns->flags & TASK_PREEMPTOR_KTHREAD, wait);
+			} else if (wait >= PREEMPT_WAIT_MIN_NS && prev_tid) {
+				__u8 comm[COMM_LEN];
+
+				bpf_probe_read_kernel(comm, sizeof(comm), &prev->comm);
+				preemption_record(s, next_cgroup,
+						  ps && ps->cgroup ? ps->cgroup :
+								     task_cgroup(btf, prev),
+						  comm, FIELD(btf, prev, flags) & PF_KTHREAD, wait);
+			}
+		}
 		if (ns->flags & TASK_IS_KSOFTIRQD) {
+			if (cs)
+				cs->ksoftirqd_runnable_since = 0;
 			if (wait >= takeover_threshold_ns)
-				runq_event_emit(btf, KIND_TAKEOVER, now, wait, next, cgroup, prev, ps);
+				runq_event_emit(btf, KIND_TAKEOVER, now, wait, next, next_cgroup, prev, ps);
 		} else if (wait >= runq_threshold_ns) {
-			runq_event_emit(btf, KIND_RUNQ, now, wait, next, cgroup, prev, ps);
+			runq_event_emit(btf, KIND_RUNQ, now, wait, next, next_cgroup, prev, ps);
 		}
 	}
 	if (ns->sys_enter_ts)
-		syscall_slice_start(ns, this_cpu(), now);
+		syscall_slice_start(ns, cs, now);
 }
 
 static __always_inline void on_task_exit(bool btf, struct task_struct *p)
 {
 	__u32 tid = FIELD(btf, p, pid);
 
-	bpf_map_delete_elem(&tasks, &tid);
+	/* Task storage goes away with the task; the hash needs a delete. */
+	if (!use_task_storage)
+		bpf_map_delete_elem(&tasks, &tid);
 }
 
 #endif /* STALLTOP_SCHED_BPF_H */

@@ -18,8 +18,10 @@ struct {
 	__type(value, struct softirq_stats);
 } softirq_by_vector SEC(".maps");
 
+/* Preallocated: its keys (pids) churn, and a per-CPU allocation on every
+ * new key would cost microseconds inside the softirq. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct stolen_key);
 	__type(value, struct stolen_stats);
@@ -37,7 +39,7 @@ static __always_inline void on_softirq_raise(unsigned int vec)
 }
 
 static __always_inline void softirq_event_emit(__u64 now, __u64 delay, __u32 vec,
-					       bool in_ksoftirqd, __u32 tid)
+					       bool in_ksoftirqd)
 {
 	struct softirq_event *e = record_reserve(KIND_SOFTIRQ, sizeof(*e), now);
 	struct task_state *ts;
@@ -48,7 +50,7 @@ static __always_inline void softirq_event_emit(__u64 now, __u64 delay, __u32 vec
 	e->vector = vec;
 	e->in_ksoftirqd = in_ksoftirqd;
 	task_ref_fill(true, &e->ctx, bpf_get_current_task_btf());
-	ts = bpf_map_lookup_elem(&tasks, &tid);
+	ts = current_state(false);
 	e->ctx_syscall = ts && ts->sys_enter_ts ? ts->sys_nr : -1;
 	e->_pad = 0;
 	record_submit(e);
@@ -59,7 +61,7 @@ static __always_inline void on_softirq_entry(unsigned int vec)
 	struct cpu_state *cs = this_cpu();
 	struct softirq_stats *s;
 	__u64 now, raised, delay;
-	__u32 tid, key = vec;
+	__u32 key = vec;
 
 	if (!cs || vec >= NR_SOFTIRQ_VECTORS)
 		return;
@@ -85,10 +87,9 @@ static __always_inline void on_softirq_entry(unsigned int vec)
 		if (slot < HIST_SLOTS)
 			s->delay_slots[slot]++;
 	}
-	if (delay >= softirq_threshold_ns) {
-		tid = (__u32)bpf_get_current_pid_tgid();
-		softirq_event_emit(now, delay, vec, tid == cs->ksoftirqd_tid, tid);
-	}
+	if (delay >= softirq_threshold_ns)
+		softirq_event_emit(now, delay, vec,
+				   (__u32)bpf_get_current_pid_tgid() == cs->ksoftirqd_tid);
 }
 
 static __always_inline void softirq_stolen_add(__u32 pid, __u32 vec, __u64 ran)
@@ -97,8 +98,8 @@ static __always_inline void softirq_stolen_add(__u32 pid, __u32 vec, __u64 ran)
 	struct stolen_stats *st = bpf_map_lookup_elem(&softirq_stolen, &key);
 
 	if (st) {
-		__sync_fetch_and_add(&st->ns, ran);
-		__sync_fetch_and_add(&st->count, 1);
+		st->ns += ran;
+		st->count++;
 		return;
 	}
 	{

@@ -19,6 +19,7 @@ struct record_header _record_header = {};
 struct runq_event _runq_event = {};
 struct runq_stats _runq_stats = {};
 struct preemptor_key _preemptor_key = {};
+struct preemptor_stats _preemptor_stats = {};
 struct task_state _task_state = {};
 struct softirq_event _softirq_event = {};
 struct softirq_stats _softirq_stats = {};

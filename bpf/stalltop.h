@@ -66,23 +66,35 @@ struct runq_event {
 	__u64 ran_syscall_ns; /* how long it had been inside it */
 };
 
-/* Run-queue latency aggregate, per cgroup (map `runq_by_cgroup`). */
+/* Run-queue latency per cgroup (per-CPU map `runq_by_cgroup`). The
+ * preempted_* counters count episodes in which a runnable task of the
+ * cgroup waited at least PREEMPT_WAIT_MIN_NS for its CPU, by who kept it
+ * off: the task that took the CPU from it (if it was preempted) or the one
+ * that had the CPU when its wait after a wakeup ended. */
 struct runq_stats {
 	__u32 slots[HIST_SLOTS];
 	__u64 count;
 	__u64 total_ns;
 	__u64 max_ns;
-	/* a runnable task of this cgroup was switched out in favour of ... */
 	__u64 preempted_same_cgroup;
 	__u64 preempted_other_cgroup;
 	__u64 preempted_kthread;
 };
 
-/* Key of map `preemptors`: who took the CPU from a runnable task. */
+#define PREEMPT_WAIT_MIN_NS 1000000
+
+/* Key and value of per-CPU map `preemptors`: who kept tasks of
+ * victim_cgroup off the CPU (episodes as above), how often, and how long
+ * those waits were in total. */
 struct preemptor_key {
 	__u64 victim_cgroup;
 	__u64 preemptor_cgroup;
 	__u8 comm[COMM_LEN];
+};
+
+struct preemptor_stats {
+	__u64 count;
+	__u64 wait_ns;
 };
 
 /* KIND_SOFTIRQ: softirq `vector` was raised at ts - delay_ns and started
@@ -186,7 +198,7 @@ struct sample_event {
 
 #define SAMPLE_WHY_SOFTIRQ 1 /* a softirq has been pending for long */
 #define SAMPLE_WHY_KSOFTIRQD 2 /* ksoftirqd/N has been runnable for long */
-#define SAMPLE_WHY_SYSCALL 4 /* the task has been in a syscall for long */
+#define SAMPLE_WHY_SYSCALL 4 /* the task has run long inside one syscall */
 #define SAMPLE_WHY_GAP 8 /* first tick after a gap */
 
 /* Per-CPU state (per-CPU map `cpus`); user space seeds ksoftirqd_tid. */
@@ -195,6 +207,7 @@ struct cpu_state {
 	__u64 softirq_entered[NR_SOFTIRQ_VECTORS];
 	__u64 softirq_ns; /* all softirq run time on this CPU so far */
 	__u64 last_tick; /* previous sampler tick */
+	__u64 ksoftirqd_runnable_since; /* 0 while ksoftirqd/N is not waiting */
 	__u32 ksoftirqd_tid;
 	__u32 _pad;
 };
@@ -203,6 +216,7 @@ struct cpu_state {
  * the ksoftirqd threads get TASK_IS_KSOFTIRQD before the probes attach. */
 struct task_state {
 	__u64 runq_since; /* became runnable at; 0 when not waiting */
+	__u64 cgroup; /* as of its last switch-in */
 	__u64 sys_enter_ts; /* in a syscall since; 0 when not */
 	__u64 sys_oncpu_ns; /* on-CPU time inside the current syscall */
 	__u64 slice_start; /* last switch-in while in a syscall */
@@ -212,8 +226,13 @@ struct task_state {
 	__u64 sys_arg1;
 	__s32 sys_nr;
 	__u32 flags;
+	/* who took the CPU when it was last switched out while runnable */
+	__u64 preemptor_cgroup;
+	__u8 preemptor_comm[COMM_LEN];
 };
 
 #define TASK_IS_KSOFTIRQD 1
+#define TASK_PREEMPTED 2 /* its current wait began with a preemption */
+#define TASK_PREEMPTOR_KTHREAD 4 /* ... by a kernel thread */
 
 #endif /* STALLTOP_H */

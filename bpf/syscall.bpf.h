@@ -16,8 +16,10 @@ const volatile __u64 syscall_oncpu_threshold_ns = 1000 * 1000;
 /* SYSCALL_ARG_* per syscall number, filled from the syscall table. */
 const volatile __u8 syscall_arg[SYSCALL_NR_MAX] = {};
 
+/* Per-CPU, allocated on first use: no atomics, no cache-line bouncing. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 8192);
 	__type(key, struct syscall_key);
 	__type(value, struct syscall_stats);
@@ -46,8 +48,7 @@ static __always_inline void syscall_slice_end(struct task_state *ts, struct cpu_
 
 static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct task_state *ts = task_state_get_or_create(tid);
+	struct task_state *ts = current_state(true);
 	__u64 now;
 
 	if (!ts)
@@ -82,11 +83,11 @@ static __always_inline void syscall_record(__u64 cgroup, __s32 nr, __u64 wall, _
 		}
 	}
 	hist_add(s->slots, wall);
-	__sync_fetch_and_add(&s->count, 1);
-	__sync_fetch_and_add(&s->wall_total_ns, wall);
-	__sync_fetch_and_add(&s->oncpu_total_ns, oncpu);
+	s->count++;
+	s->wall_total_ns += wall;
+	s->oncpu_total_ns += oncpu;
 	if (wall > s->max_ns)
-		s->max_ns = wall; /* racy by design, like runq max */
+		s->max_ns = wall;
 }
 
 /* The file behind `fd` of the current task, or NULL. */
@@ -189,8 +190,7 @@ static __always_inline void syscall_event_emit(struct task_state *ts, __u64 now,
 
 static __always_inline void on_sys_exit(void)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
+	struct task_state *ts = current_state(false);
 	__u64 now, wall, cgroup;
 
 	if (!ts || !ts->sys_enter_ts)
@@ -198,7 +198,10 @@ static __always_inline void on_sys_exit(void)
 	now = bpf_ktime_get_ns();
 	syscall_slice_end(ts, this_cpu(), now);
 	wall = now - ts->sys_enter_ts;
-	cgroup = task_cgroup(true, bpf_get_current_task_btf());
+	/* Cached at the task's last switch-in; walked once for a new task. */
+	cgroup = ts->cgroup;
+	if (!cgroup)
+		cgroup = ts->cgroup = task_cgroup(true, bpf_get_current_task_btf());
 	syscall_record(cgroup, ts->sys_nr, wall, ts->sys_oncpu_ns);
 	if (wall >= syscall_wall_threshold_ns || ts->sys_oncpu_ns >= syscall_oncpu_threshold_ns)
 		syscall_event_emit(ts, now, wall, ts->sys_oncpu_ns);

@@ -35,6 +35,11 @@ pub struct Cli {
     /// Write logs to FILE (they never go to the screen).
     #[arg(long, value_name = "FILE", global = true)]
     pub log: Option<PathBuf>,
+
+    /// Live view refresh interval, like top's: seconds ("2", "0.5") or a
+    /// duration ("500ms").
+    #[arg(short, long, value_name = "DELAY", default_value = "1", value_parser = parse_delay)]
+    pub delay: Duration,
 }
 
 #[derive(Subcommand, Debug)]
@@ -43,6 +48,8 @@ pub enum Command {
     Record(RecordArgs),
     /// Summarize a recording (text, or --json).
     Report(ReportArgs),
+    /// Browse a recording in the live view, in recording time.
+    Replay(ReplayArgs),
 }
 
 /// Probe settings shared by the live view and `record`.
@@ -94,6 +101,33 @@ pub struct ReportArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// A recording written by `stalltop record`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Refresh interval, as for the live view.
+    #[arg(short, long, value_name = "DELAY", default_value = "1", value_parser = parse_delay)]
+    pub delay: Duration,
+}
+
+/// A refresh interval: bare seconds as top takes them ("2", "0.5"), or a
+/// duration with a unit; 100ms to 1h.
+fn parse_delay(text: &str) -> Result<Duration, String> {
+    let delay = match text.trim().parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 => {
+            Duration::from_secs_f64(seconds.min(1e9))
+        }
+        Ok(_) => return Err(format!("`{text}` is not a positive number of seconds")),
+        Err(_) => parse_duration(text)?,
+    };
+    if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&delay) {
+        return Err(format!("`{text}` is outside 100ms..1h"));
+    }
+    Ok(delay)
 }
 
 /// "500us", "2ms", "10s", "5m", "1h" (also "ns"); a unit is required.
@@ -180,5 +214,26 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(Cli::try_parse_from(["stalltop", "record"]).is_err());
+    }
+
+    #[test]
+    fn delay_takes_seconds_like_top_or_a_duration() {
+        let cli = Cli::try_parse_from(["stalltop", "-d", "2"]).unwrap();
+        assert_eq!(
+            (cli.delay, cli.command.is_none()),
+            (Duration::from_secs(2), true)
+        );
+        assert_eq!(parse_delay("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_delay("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_delay("0.01").unwrap_err().contains("100ms..1h"));
+        assert!(parse_delay("-1").is_err());
+        let cli = Cli::try_parse_from(["stalltop", "replay", "x.stl", "-d", "3s"]).unwrap();
+        match cli.command {
+            Some(Command::Replay(r)) => assert_eq!(r.delay, Duration::from_secs(3)),
+            other => panic!("{other:?}"),
+        }
+        // record keeps -d for its --duration
+        let cli = Cli::try_parse_from(["stalltop", "record", "-o", "x", "-d", "5s"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Record(_))));
     }
 }

@@ -17,6 +17,7 @@ unsafe impl plain::Plain for types::record_header {}
 unsafe impl plain::Plain for types::runq_event {}
 unsafe impl plain::Plain for types::runq_stats {}
 unsafe impl plain::Plain for types::preemptor_key {}
+unsafe impl plain::Plain for types::preemptor_stats {}
 unsafe impl plain::Plain for types::task_state {}
 unsafe impl plain::Plain for types::cpu_state {}
 unsafe impl plain::Plain for types::softirq_event {}
@@ -391,6 +392,95 @@ pub mod testing {
             ..Default::default()
         };
         // SAFETY: runq_event is Plain (see above).
+        unsafe { plain::as_bytes(&e) }.to_vec()
+    }
+    /// A softirq delay record: `vector` waited `delay_ns` until `ts` and
+    /// ran in `ctx` (ksoftirqd if `in_ksoftirqd`).
+    pub fn softirq_record(
+        cpu: u32,
+        ts: u64,
+        delay_ns: u64,
+        vector: u32,
+        in_ksoftirqd: bool,
+        ctx: types::task_ref,
+    ) -> Vec<u8> {
+        let e = types::softirq_event {
+            hdr: header(
+                KIND_SOFTIRQ,
+                std::mem::size_of::<types::softirq_event>(),
+                cpu,
+                ts,
+            ),
+            delay_ns,
+            vector,
+            in_ksoftirqd: u32::from(in_ksoftirqd),
+            ctx,
+            ctx_syscall: -1,
+            ..Default::default()
+        };
+        // SAFETY: softirq_event is Plain (see above).
+        unsafe { plain::as_bytes(&e) }.to_vec()
+    }
+
+    /// A slow-syscall record whose fd resolved to `path` (absolute).
+    #[allow(clippy::too_many_arguments)]
+    pub fn syscall_record(
+        cpu: u32,
+        ts: u64,
+        task: types::task_ref,
+        nr: u32,
+        wall_ns: u64,
+        oncpu_ns: u64,
+        fd: u32,
+        path: &str,
+    ) -> Vec<u8> {
+        let mut e = types::syscall_event {
+            hdr: header(
+                KIND_SYSCALL,
+                std::mem::size_of::<types::syscall_event>(),
+                cpu,
+                ts,
+            ),
+            task,
+            wall_ns,
+            oncpu_ns,
+            nr: nr as i32,
+            fd,
+            path_kind: PATH_DENTRIES,
+            ..Default::default()
+        };
+        // Components leaf first, each NUL-terminated, as the kernel side writes them.
+        let mut off = 0;
+        for name in path.split('/').filter(|c| !c.is_empty()).rev() {
+            e.path[off..off + name.len()].copy_from_slice(name.as_bytes());
+            off += name.len() + 1;
+        }
+        e.path_len = off as u32;
+        // SAFETY: syscall_event is Plain (see above).
+        unsafe { plain::as_bytes(&e) }.to_vec()
+    }
+
+    /// A sampler tick (or, with `gap_ns` > 0, the first tick after a gap)
+    /// with a kernel stack of `frames` (leaf first).
+    pub fn sample_record(
+        cpu: u32,
+        ts: u64,
+        task: types::task_ref,
+        syscall: Option<u32>,
+        gap_ns: u64,
+        frames: &[u64],
+    ) -> Vec<u8> {
+        let kind = if gap_ns > 0 { KIND_IRQOFF } else { KIND_SAMPLE };
+        let mut e = types::sample_event {
+            hdr: header(kind, std::mem::size_of::<types::sample_event>(), cpu, ts),
+            task,
+            gap_ns,
+            syscall: syscall.map_or(-1, |nr| nr as i32),
+            kstack_len: (frames.len() * 8) as u32,
+            ..Default::default()
+        };
+        e.kstack[..frames.len()].copy_from_slice(frames);
+        // SAFETY: sample_event is Plain (see above).
         unsafe { plain::as_bytes(&e) }.to_vec()
     }
 }

@@ -2,6 +2,7 @@
 //! parse the command line, set up logging, run a mode, map its failure to
 //! an exit code.
 
+mod app;
 mod cgroup;
 mod cli;
 mod cmd;
@@ -15,6 +16,8 @@ mod source;
 mod stream;
 mod symbols;
 mod syscall_table;
+mod tui;
+mod ui;
 
 use std::process::ExitCode;
 
@@ -66,9 +69,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Some(Command::Report(args)) => cmd::report::run(args),
         Some(Command::Record(args)) => block_on(cmd::record::run(args, &cli.probe)),
-        None => Err(Failure::Other(
-            "the live view is not available yet; use `stalltop record`".into(),
-        )),
+        Some(Command::Replay(args)) => block_on(cmd::replay::run(args)),
+        None => block_on(cmd::live::run(&cli.probe, cli.delay)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

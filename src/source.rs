@@ -197,9 +197,11 @@ fn snapshot_cgroups(k: &KernelSnapshot) -> Vec<u64> {
 }
 
 /// The probe configuration and the hierarchy to attribute by, from the
-/// command line and this host.
+/// command line and this host; `self_cost` turns on BPF run-time
+/// statistics so the probes' own cost can be shown.
 pub fn probe_config(
     args: &crate::cli::ProbeArgs,
+    self_cost: bool,
 ) -> Result<(ProbeConfig, Hierarchy), crate::Failure> {
     probe::preflight()?;
     let hierarchy = Hierarchy::detect()?;
@@ -212,6 +214,7 @@ pub fn probe_config(
         sample_hz: args.sample_hz,
         cgroup_v1_cpu: hierarchy.uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
+        self_cost,
     };
     Ok((config, hierarchy))
 }

@@ -120,14 +120,18 @@ pub struct CgroupRunq {
     pub preempted_kthread: u64,
 }
 
-/// How often a task of `victim_cgroup` lost the CPU to `comm` of
-/// `preemptor_cgroup` while still runnable.
+/// How often `comm` of `preemptor_cgroup` kept a runnable task of
+/// `victim_cgroup` off its CPU: took it from it, or held it while it waited
+/// at least 1 ms after a wakeup.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Preemptor {
     pub victim_cgroup: u64,
     pub preemptor_cgroup: u64,
     pub comm: String,
     pub count: u64,
+    /// Wait of woken tasks that `comm` held the CPU for (preemptions add
+    /// to the count only).
+    pub wait_ns: u64,
 }
 
 /// Loss and overflow counters kept by the BPF side and the reader.

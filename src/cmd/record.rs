@@ -14,7 +14,8 @@ use crate::stream::{Entry, Header, Settings};
 use crate::Failure;
 
 pub async fn run(args: &RecordArgs, probe_args: &ProbeArgs) -> Result<(), Failure> {
-    let (config, hierarchy) = source::probe_config(probe_args)?;
+    // Headless: nobody watches the probes' cost, so do not pay for it.
+    let (config, hierarchy) = source::probe_config(probe_args, false)?;
     let start_ns = host::monotonic_ns();
     let header_for = |attach: &str| Header {
         host: host::info(),

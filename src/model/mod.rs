@@ -171,3 +171,6 @@ fn push_bounded<T>(queue: &mut VecDeque<T>, item: T) {
 
 #[cfg(test)]
 mod tests;
+
+// For the live view (src/app), which formats report rows itself.
+pub use report::{StallRow, SyscallRow};

@@ -59,6 +59,10 @@ pub struct StallRow {
     pub signals: u32,
     pub waited: WaitedRow,
     pub culprit: Option<CulpritDetail>,
+    /// irqoff stalls: what the first tick after the gap found. A gap with
+    /// no guest-side cause (idle CPU, user mode) points at the hypervisor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -275,7 +279,30 @@ fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
             wait_ns: s.waited.task.as_ref().map(|_| s.waited.task_wait_ns),
         },
         culprit: s.culprit.as_ref().map(|c| culprit_detail(a, c, &s.samples)),
+        evidence: s.first_tick.as_ref().map(|t| gap_evidence(a, t)),
     }
+}
+
+fn gap_evidence(a: &Analysis, tick: &Sample) -> String {
+    let gap_ms = tick.gap_ns as f64 / 1e6;
+    if tick.task.tid == 0 {
+        return format!(
+            "no sampler tick for {gap_ms:.1} ms and the CPU was idle after it: no guest-side cause, likely the hypervisor"
+        );
+    }
+    let place = match (tick.kernel_stack.first(), tick.syscall) {
+        (Some(&frame), Some(nr)) => format!(
+            "in the kernel at {} inside {}",
+            a.kernel_symbol(frame),
+            syscall_table::name(nr)
+        ),
+        (Some(&frame), None) => format!("in the kernel at {}", a.kernel_symbol(frame)),
+        (None, _) => "in user mode (no guest-side cause: likely the hypervisor)".into(),
+    };
+    format!(
+        "no sampler tick for {gap_ms:.1} ms; the first one found {} [{}] {place}",
+        tick.task.comm, tick.task.tid
+    )
 }
 
 /// Report form of a culprit: names resolved, call details, the stack it

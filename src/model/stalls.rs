@@ -76,6 +76,9 @@ pub struct Stall {
     pub signals: u32,
     /// Stack samples taken on this CPU inside the interval.
     pub samples: Vec<Sample>,
+    /// For irqs-off gaps: the first sampler tick after the gap, the only
+    /// evidence of what the CPU was doing (or that the host did not run it).
+    pub first_tick: Option<Sample>,
 }
 
 impl Stall {
@@ -275,6 +278,7 @@ impl StallTracker {
             strength: Strength::None,
             signals: 0,
             samples: Vec::new(),
+            first_tick: None,
         });
         let ids = self.open.entry(cpu).or_default();
         if ids.len() == OPEN_PER_CPU {
@@ -316,6 +320,13 @@ impl StallTracker {
             stall.strength = signal.strength;
         }
         if let Some(sample) = signal.sample {
+            if stall
+                .first_tick
+                .as_ref()
+                .is_none_or(|t| sample.gap_ns > t.gap_ns)
+            {
+                stall.first_tick = Some(sample.clone());
+            }
             if stall.samples.len() < SAMPLES_PER_STALL {
                 stall.samples.push(sample);
             }
@@ -394,7 +405,7 @@ impl Stall {
             waited: self.waited,
             culprit: self.culprit,
             strength: self.strength,
-            sample: None,
+            sample: self.first_tick,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! the CPU X-ray sampler is optional and degrades to a warning.
 
 use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
@@ -37,6 +38,9 @@ pub struct ProbeConfig {
     pub cgroup_v1_cpu: bool,
     /// (cpu, thread id) of every ksoftirqd/N thread.
     pub ksoftirqd: Vec<(u32, u32)>,
+    /// Keep BPF run-time statistics on so stalltop can show its own cost
+    /// (adds a clock pair to every probe invocation).
+    pub self_cost: bool,
 }
 
 /// The family that loaded.
@@ -120,6 +124,16 @@ pub fn load<'obj>(
     Err(last_error.expect("at least one attempt ran"))
 }
 
+/// The raw_tp family loaded but not attached: for driving its handlers
+/// with BPF_PROG_TEST_RUN.
+#[cfg(test)]
+pub fn load_detached<'obj>(
+    config: &ProbeConfig,
+    storage: &'obj mut MaybeUninit<OpenObject>,
+) -> Result<StalltopSkel<'obj>, ProbeError> {
+    load_once(config, Family::RawTp, false, storage)
+}
+
 fn load_once<'obj>(
     config: &ProbeConfig,
     family: Family,
@@ -133,24 +147,26 @@ fn load_once<'obj>(
     let mut open = StalltopSkelBuilder::default()
         .open(storage)
         .map_err(load_error)?;
-    configure(&mut open, config);
+    configure(&mut open, config, family);
     for mut prog in open.open_object_mut().progs_mut() {
         let name = prog.name().to_str().unwrap_or_default();
         let wanted = name.starts_with(family.prefix()) || (with_sampler && name == "cpu_sample");
         prog.set_autoload(wanted);
     }
     let skel = open.load().map_err(load_error)?;
-    seed(&skel, &config.ksoftirqd).map_err(load_error)?;
+    seed(&skel, &config.ksoftirqd, family).map_err(load_error)?;
     Ok(skel)
 }
 
-fn configure(open: &mut OpenStalltopSkel<'_>, config: &ProbeConfig) {
+fn configure(open: &mut OpenStalltopSkel<'_>, config: &ProbeConfig, family: Family) {
     let rodata = open
         .maps
         .rodata_data
         .as_deref_mut()
         .expect("the BPF object has const volatile knobs, so a .rodata map");
     rodata.cgroup_v1_cpu = u8::from(config.cgroup_v1_cpu);
+    // Task storage needs the trusted task pointers only tp_btf has.
+    rodata.use_task_storage = u8::from(family == Family::TpBtf);
     rodata.runq_threshold_ns = config.runq_threshold_ns;
     rodata.takeover_threshold_ns = config.stall_threshold_ns;
     rodata.softirq_threshold_ns = config.stall_threshold_ns;
@@ -162,15 +178,32 @@ fn configure(open: &mut OpenStalltopSkel<'_>, config: &ProbeConfig) {
 
 /// Mark the ksoftirqd threads, per task (their waits are takeovers) and
 /// per CPU (softirqs they run are not stolen from anyone).
-fn seed(skel: &StalltopSkel<'_>, ksoftirqd: &[(u32, u32)]) -> Result<(), libbpf_rs::Error> {
+fn seed(
+    skel: &StalltopSkel<'_>,
+    ksoftirqd: &[(u32, u32)],
+    family: Family,
+) -> Result<(), libbpf_rs::Error> {
     let task = types::task_state {
         flags: 1, // TASK_IS_KSOFTIRQD
         ..Default::default()
     };
     for (_, tid) in ksoftirqd {
-        skel.maps
-            .tasks
-            .update(&tid.to_ne_bytes(), bytes_of(&task), MapFlags::ANY)?;
+        match family {
+            // Task storage is keyed by a pidfd from user space.
+            Family::TpBtf => {
+                let pidfd = pidfd_open(*tid)?;
+                skel.maps.task_store.update(
+                    &pidfd.as_raw_fd().to_ne_bytes(),
+                    bytes_of(&task),
+                    MapFlags::ANY,
+                )?;
+            }
+            Family::RawTp => {
+                skel.maps
+                    .tasks
+                    .update(&tid.to_ne_bytes(), bytes_of(&task), MapFlags::ANY)?;
+            }
+        }
     }
     let possible = libbpf_rs::num_possible_cpus()?;
     let per_cpu: Vec<Vec<u8>> = (0..possible)
@@ -188,6 +221,16 @@ fn seed(skel: &StalltopSkel<'_>, ksoftirqd: &[(u32, u32)]) -> Result<(), libbpf_
     skel.maps
         .cpus
         .update_percpu(&0u32.to_ne_bytes(), &per_cpu, MapFlags::ANY)
+}
+
+fn pidfd_open(pid: u32) -> Result<OwnedFd, libbpf_rs::Error> {
+    // SAFETY: plain syscall; a non-negative result is a new fd we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(libbpf_rs::Error::from(std::io::Error::last_os_error()));
+    }
+    // SAFETY: the fd was just returned to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 fn bytes_of<T: plain::Plain>(value: &T) -> &[u8] {

@@ -37,15 +37,17 @@ pub fn snapshot(skel: &StalltopSkel<'_>, ts_ns: u64) -> KernelSnapshot {
     }
 }
 
-/// Every (key, value) of a hash map; entries deleted meanwhile are skipped.
-fn entries<K, V>(map: &dyn MapCore) -> impl Iterator<Item = (K, V)> + '_
+/// Every key of a per-CPU hash map with its value on each CPU; entries
+/// deleted meanwhile are skipped.
+fn per_cpu_entries<K, V>(map: &dyn MapCore) -> impl Iterator<Item = (K, Vec<V>)> + '_
 where
     K: plain::Plain + Default,
     V: plain::Plain + Default,
 {
     map.keys().filter_map(move |key| {
-        let value = map.lookup(&key, MapFlags::ANY).ok().flatten()?;
-        Some((read_plain::<K>(&key)?, read_plain::<V>(&value)?))
+        let values = map.lookup_percpu(&key, MapFlags::ANY).ok().flatten()?;
+        let values: Option<Vec<V>> = values.iter().map(|v| read_plain::<V>(v)).collect();
+        Some((read_plain::<K>(&key)?, values?))
     })
 }
 
@@ -86,13 +88,18 @@ fn read_softirq(skel: &StalltopSkel<'_>) -> Vec<SoftirqStats> {
 
 fn read_stolen(skel: &StalltopSkel<'_>) -> Vec<SoftirqStolen> {
     let mut out: Vec<SoftirqStolen> =
-        entries::<types::stolen_key, types::stolen_stats>(&skel.maps.softirq_stolen)
-            .map(|(k, v)| SoftirqStolen {
+        per_cpu_entries::<types::stolen_key, types::stolen_stats>(&skel.maps.softirq_stolen)
+            .map(|(k, per_cpu)| SoftirqStolen {
                 pid: k.pid,
-                comm: comm_str(&v.comm),
+                // CPUs that never saw it hold an empty comm.
+                comm: per_cpu
+                    .iter()
+                    .map(|v| comm_str(&v.comm))
+                    .find(|c| !c.is_empty())
+                    .unwrap_or_default(),
                 vector: k.vector,
-                ns: v.ns,
-                count: v.count,
+                ns: per_cpu.iter().map(|v| v.ns).sum(),
+                count: per_cpu.iter().map(|v| v.count).sum(),
             })
             .collect();
     out.sort_by(|a, b| b.ns.cmp(&a.ns));
@@ -101,15 +108,21 @@ fn read_stolen(skel: &StalltopSkel<'_>) -> Vec<SoftirqStolen> {
 
 fn read_syscalls(skel: &StalltopSkel<'_>) -> Vec<SyscallStats> {
     let mut out: Vec<SyscallStats> =
-        entries::<types::syscall_key, types::syscall_stats>(&skel.maps.syscalls)
-            .map(|(k, v)| SyscallStats {
-                cgroup: k.cgroup,
-                nr: k.nr,
-                wall: Histogram::from_slots(&v.slots),
-                count: v.count,
-                wall_total_ns: v.wall_total_ns,
-                oncpu_total_ns: v.oncpu_total_ns,
-                max_ns: v.max_ns,
+        per_cpu_entries::<types::syscall_key, types::syscall_stats>(&skel.maps.syscalls)
+            .map(|(k, per_cpu)| {
+                let mut row = SyscallStats {
+                    cgroup: k.cgroup,
+                    nr: k.nr,
+                    ..SyscallStats::default()
+                };
+                for v in &per_cpu {
+                    row.wall.merge(&Histogram::from_slots(&v.slots));
+                    row.count += v.count;
+                    row.wall_total_ns += v.wall_total_ns;
+                    row.oncpu_total_ns += v.oncpu_total_ns;
+                    row.max_ns = row.max_ns.max(v.max_ns);
+                }
+                row
             })
             .collect();
     out.sort_by_key(|s| (s.cgroup, s.nr));
@@ -141,17 +154,21 @@ fn read_program_costs(skel: &StalltopSkel<'_>) -> Vec<ProgramCost> {
 
 fn read_runq(skel: &StalltopSkel<'_>) -> Vec<CgroupRunq> {
     let mut out = Vec::new();
-    for (cgroup, stats) in entries::<u64, types::runq_stats>(&skel.maps.runq_by_cgroup) {
-        out.push(CgroupRunq {
+    for (cgroup, per_cpu) in per_cpu_entries::<u64, types::runq_stats>(&skel.maps.runq_by_cgroup) {
+        let mut row = CgroupRunq {
             cgroup,
-            latency: Histogram::from_slots(&stats.slots),
-            count: stats.count,
-            total_ns: stats.total_ns,
-            max_ns: stats.max_ns,
-            preempted_same_cgroup: stats.preempted_same_cgroup,
-            preempted_other_cgroup: stats.preempted_other_cgroup,
-            preempted_kthread: stats.preempted_kthread,
-        });
+            ..CgroupRunq::default()
+        };
+        for s in &per_cpu {
+            row.latency.merge(&Histogram::from_slots(&s.slots));
+            row.count += s.count;
+            row.total_ns += s.total_ns;
+            row.max_ns = row.max_ns.max(s.max_ns);
+            row.preempted_same_cgroup += s.preempted_same_cgroup;
+            row.preempted_other_cgroup += s.preempted_other_cgroup;
+            row.preempted_kthread += s.preempted_kthread;
+        }
+        out.push(row);
     }
     out.sort_by_key(|r| r.cgroup);
     out
@@ -159,12 +176,15 @@ fn read_runq(skel: &StalltopSkel<'_>) -> Vec<CgroupRunq> {
 
 fn read_preemptors(skel: &StalltopSkel<'_>) -> Vec<Preemptor> {
     let mut out = Vec::new();
-    for (k, count) in entries::<types::preemptor_key, u64>(&skel.maps.preemptors) {
+    for (k, per_cpu) in
+        per_cpu_entries::<types::preemptor_key, types::preemptor_stats>(&skel.maps.preemptors)
+    {
         out.push(Preemptor {
             victim_cgroup: k.victim_cgroup,
             preemptor_cgroup: k.preemptor_cgroup,
             comm: comm_str(&k.comm),
-            count,
+            count: per_cpu.iter().map(|s| s.count).sum(),
+            wait_ns: per_cpu.iter().map(|s| s.wait_ns).sum(),
         });
     }
     out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.comm.cmp(&b.comm)));
@@ -175,11 +195,12 @@ fn read_counters(skel: &StalltopSkel<'_>) -> Counters {
     let read = |slot: u32| -> u64 {
         skel.maps
             .counters
-            .lookup(&slot.to_ne_bytes(), MapFlags::ANY)
+            .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
             .ok()
             .flatten()
-            .and_then(|v| read_plain::<u64>(&v))
-            .unwrap_or(0)
+            .map_or(0, |per_cpu| {
+                per_cpu.iter().filter_map(|v| read_plain::<u64>(v)).sum()
+            })
     };
     Counters {
         lost: (1..KIND_MAX)

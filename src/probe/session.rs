@@ -57,7 +57,7 @@ impl<'obj> Session<'obj> {
             ring,
             pending,
             loaded,
-            _stats: enable_run_time_stats(),
+            _stats: config.self_cost.then(enable_run_time_stats).flatten(),
         })
     }
 

@@ -123,6 +123,7 @@ mod tests {
                 preemptor_cgroup: 1,
                 comm: "ksoftirqd/3".into(),
                 count: 3,
+                wait_ns: 12_000_000,
             }],
             softirq: vec![SoftirqStats {
                 cpu: 3,

@@ -40,11 +40,14 @@ pub struct Writer {
 impl Writer {
     /// Creates (or truncates) `path` with mode 0600 and writes the header.
     pub fn create(path: &Path, header: &Header) -> Result<Writer, WriteError> {
+        // O_NOFOLLOW: root must not write through a symlink someone
+        // planted at the output path (e.g. in /tmp).
         let mut file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)?;
         // `mode` only applies to a new file; an existing one keeps its mode.
         file.set_permissions(Permissions::from_mode(0o600))?;
@@ -171,6 +174,17 @@ mod tests {
         let recording = read(&path).unwrap();
         assert_eq!(recording.entries, vec![names()]);
         assert_eq!(recording.damage, None);
+    }
+
+    #[test]
+    fn a_symlink_at_the_output_path_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("precious");
+        std::fs::write(&victim, b"keep me").unwrap();
+        let path = dir.path().join("rec.stalltop");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        assert!(Writer::create(&path, &header()).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! Project chores for stalltop: `cargo xtask <command>`; one module per command.
 
+mod bench;
 mod checks;
 mod interrupt;
+mod prereqs;
+mod run;
 mod scenario;
 mod scenario_tests;
+mod test;
 mod vmlinux;
 
 use std::path::Path;
@@ -20,12 +24,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Install what is missing, build release and start stalltop (live view).
+    Run(run::Args),
+    /// The whole test suite, as CI runs it.
+    Test,
     /// Inject a real, bounded scheduler stall on CPU 1 and print its ground truth as JSON.
     Scenario(scenario::Args),
     /// Run target/release/stalltop around each scenario and check its report.
     ScenarioTests(scenario_tests::Args),
     /// Regenerate bpf/vmlinux/<arch>/vmlinux.h from the running kernel's BTF.
     Vmlinux,
+    /// Measure stalltop's cost: ns per probe invocation, CPU, workload slowdown.
+    Bench(bench::Args),
 }
 
 /// The cargo workspace this xtask belongs to.
@@ -35,11 +45,27 @@ fn workspace_root() -> &'static Path {
         .expect("xtask lives inside the workspace")
 }
 
+/// Run cargo with `args` in the workspace; fail on a non-zero exit.
+fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(args)
+        .current_dir(workspace_root())
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("`cargo {}` failed: {status}", args.join(" "));
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
+        Command::Run(args) => run::main(&args),
+        Command::Test => test::main(),
         Command::Scenario(args) => scenario::main(&args),
         Command::ScenarioTests(args) => scenario_tests::main(&args),
         Command::Vmlinux => vmlinux::main(),
+        Command::Bench(args) => bench::main(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

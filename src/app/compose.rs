@@ -1,0 +1,234 @@
+//! Turns the app's state into the `View` and `Layout` render draws: header
+//! first (its height shapes the layout), then selections settled against
+//! the rows and the space each pane has, then every pane's visible part.
+
+use super::detail::{self, DetailRequest};
+use super::header::{self, HeaderRequest, State};
+use super::layout::{self, Layout};
+use super::tables::{self, TableRequest};
+use super::timeline::{self, TimelineRequest};
+use super::view::{Line, OverlayView, Segment, Tone, View};
+use super::{App, Mode, Overlay, Pane, PromptKind, Selection, PANES};
+
+impl App {
+    /// Recompute the view from the current rows and settings.
+    pub(super) fn format(&mut self) {
+        let start_ns = self.header.start_ns;
+        let state = match &self.mode {
+            Mode::Live => State::Live {
+                paused: self.paused,
+            },
+            Mode::Replay(r) => State::Replay {
+                playing: r.playing,
+                at_ns: r.cursor_ns - r.start_ns,
+                length_ns: r.end_ns - r.start_ns,
+            },
+        };
+        let replay = matches!(self.mode, Mode::Replay(_));
+        let header = header::header_lines(&HeaderRequest {
+            header: &self.header,
+            report: &self.shown.report,
+            rates: &self.shown.rates,
+            state,
+            running_ns: self.shown.now_ns.saturating_sub(start_ns),
+            refresh_ns: self.refresh_ns,
+            display_threshold_ns: self.display_threshold_ns,
+            filter: &self.filter.source,
+            cpus: &self.cpus.source,
+            warnings: &self.warnings,
+            width: self.size.width,
+        });
+        let layout = Layout::new(
+            self.size,
+            header.len() as u16,
+            self.rows.cpus.len() as u16,
+            self.shown_table,
+        );
+        for pane in PANES {
+            let visible = visible_rows(&layout, pane);
+            settle(
+                &mut self.selections[pane.index()],
+                self.rows.keys(pane),
+                visible,
+            );
+        }
+
+        let settings = &self.header.settings;
+        let floor_ns = self
+            .display_threshold_ns
+            .max(settings.runq_threshold_ns.min(settings.stall_threshold_ns));
+        let timeline_selection = &self.selections[Pane::Timeline.index()];
+        let timeline = timeline::timeline_view(&TimelineRequest {
+            report: &self.shown.report,
+            rows: &self.rows,
+            now_ns: self.shown.now_ns,
+            window_ns: self.zoom_ns(),
+            inner_width: layout.timeline.width.saturating_sub(2),
+            first: timeline_selection.offset,
+            count: visible_rows(&layout, Pane::Timeline),
+            selected: timeline_selection.index,
+            focused: self.focus == Pane::Timeline,
+            floor_ns,
+            cpus_picked: (!self.cpus.is_all()).then(|| self.cpus.source.clone()),
+        });
+
+        let tables = layout
+            .tables
+            .iter()
+            .map(|&(pane, rect)| {
+                let selection = &self.selections[pane.index()];
+                let table = tables::table_index(pane).expect("tables are table panes");
+                tables::table_view(&TableRequest {
+                    pane,
+                    report: &self.shown.report,
+                    rows: &self.rows,
+                    now_ns: self.shown.now_ns,
+                    inner_width: rect.width.saturating_sub(2),
+                    first: selection.offset,
+                    count: layout::table_rows(rect),
+                    selected: selection.index,
+                    focused: self.focus == pane,
+                    sort: self.sort[table],
+                    tabs: !layout.wide,
+                    empty: self.empty_message(pane),
+                })
+            })
+            .collect();
+
+        let overlay = self.overlay_view(&layout);
+        if let (Some(view), Some(Overlay::Help { scroll } | Overlay::Detail { scroll, .. })) =
+            (&overlay, &mut self.overlay)
+        {
+            *scroll = view.scroll;
+        }
+        self.view = View {
+            header,
+            timeline,
+            tables,
+            footer: self.footer(replay),
+            overlay,
+        };
+        self.layout = layout;
+        self.version += 1;
+    }
+
+    fn overlay_view(&self, layout: &Layout) -> Option<OverlayView> {
+        let replay = matches!(self.mode, Mode::Replay(_));
+        let (title, lines, scroll, hint) = match self.overlay.as_ref()? {
+            Overlay::Help { scroll } => (
+                "stalltop keys".to_string(),
+                header::help_lines(replay),
+                *scroll,
+                " any key closes · ↑↓ scroll ",
+            ),
+            Overlay::Detail { target, scroll } => {
+                let (title, lines) = detail::detail(
+                    target,
+                    &DetailRequest {
+                        report: &self.shown.report,
+                        rows: &self.rows,
+                        now_ns: self.shown.now_ns,
+                        start_ns: self.header.start_ns,
+                        window_ns: self.zoom_ns(),
+                    },
+                );
+                (
+                    title,
+                    lines,
+                    *scroll,
+                    " Esc back · ↑↓ PgUp PgDn scroll · q quit ",
+                )
+            }
+        };
+        let inner = layout.popup.height.saturating_sub(2);
+        let max_scroll = (lines.len() as u16).saturating_sub(inner);
+        Some(OverlayView {
+            title,
+            lines,
+            scroll: scroll.min(max_scroll),
+            max_scroll,
+            hint: hint.to_string(),
+        })
+    }
+
+    fn footer(&self, replay: bool) -> Line {
+        if let Some(prompt) = &self.prompt {
+            let label = match prompt.kind {
+                PromptKind::Filter => "filter (comm:X container:X path:X cpu:N or words)",
+                PromptKind::Cpus => "CPUs (e.g. 0-3,8; empty = all)",
+                PromptKind::Threshold => "hide stalls shorter than (e.g. 20ms; empty = none)",
+            };
+            return vec![
+                Segment::new(format!(" {label}: "), Tone::Key),
+                Segment::plain(format!("{}█", prompt.text)),
+                Segment::new("  Enter apply · Esc cancel", Tone::Dim),
+            ];
+        }
+        if let Some(status) = &self.status {
+            return vec![Segment::new(format!(" {status}"), Tone::Warn)];
+        }
+        header::hints(replay)
+    }
+
+    fn empty_message(&self, pane: Pane) -> String {
+        let report = &self.shown.report;
+        let settings = &self.header.settings;
+        let filtered =
+            !self.filter.is_empty() || !self.cpus.is_all() || self.display_threshold_ns > 0;
+        let duration = super::format::duration;
+        match pane {
+            _ if filtered => "nothing matches the filter, CPUs or threshold".into(),
+            Pane::Feed | Pane::Culprits if report.stalls.is_empty() => format!(
+                "no stalls yet (runq waits over {}, softirq, ksoftirqd and irqs-off over {})",
+                duration(settings.runq_threshold_ns),
+                duration(settings.stall_threshold_ns)
+            ),
+            Pane::Culprits => "no stall had a task holding the CPU".into(),
+            Pane::Containers => "no run-queue data yet (the probes report every second)".into(),
+            Pane::Syscalls => format!(
+                "no syscall over {} yet",
+                duration(
+                    settings
+                        .syscall_wall_threshold_ns
+                        .min(settings.syscall_oncpu_threshold_ns)
+                )
+            ),
+            _ => String::new(),
+        }
+    }
+}
+
+/// Rows a pane can show; a narrow screen's hidden tables would get the
+/// one table's space.
+fn visible_rows(layout: &Layout, pane: Pane) -> usize {
+    match pane {
+        Pane::Timeline => layout::timeline_rows(layout.timeline),
+        _ => layout
+            .rect_of(pane)
+            .or_else(|| layout.tables.first().map(|(_, r)| *r))
+            .map_or(0, layout::table_rows),
+    }
+}
+
+/// Keep the selection on its row (by key), inside the rows, and visible.
+fn settle(selection: &mut Selection, keys: &[String], visible: usize) {
+    if let Some(index) = selection
+        .key
+        .as_ref()
+        .and_then(|key| keys.iter().position(|k| k == key))
+    {
+        selection.index = index;
+    }
+    selection.index = selection.index.min(keys.len().saturating_sub(1));
+    if selection.key.is_some() {
+        selection.key = keys.get(selection.index).cloned();
+    }
+    let visible = visible.max(1);
+    if selection.index < selection.offset {
+        selection.offset = selection.index;
+    }
+    if selection.index >= selection.offset + visible {
+        selection.offset = selection.index + 1 - visible;
+    }
+    selection.offset = selection.offset.min(keys.len().saturating_sub(visible));
+}

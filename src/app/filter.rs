@@ -1,0 +1,189 @@
+//! What the user typed after `/` and `c`, parsed into matchers: text terms
+//! (`comm:`, `container:`, `path:`, `cpu:` or bare words) and a CPU set.
+//! Pure; the view builder asks them about rows.
+
+use std::collections::BTreeSet;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Comm,
+    Container,
+    Path,
+    Cpu,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Term {
+    /// None: a bare word, matched against every text field.
+    field: Option<Field>,
+    /// Lowercase.
+    text: String,
+}
+
+/// Every term must match (AND); matching is case-insensitive substring.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TextFilter {
+    terms: Vec<Term>,
+    /// As typed, for the header and to edit again.
+    pub source: String,
+}
+
+/// What one row offers to a filter. A field the row does not have (None,
+/// or an empty list) does not restrict it: `cpu:1` leaves the containers
+/// table alone, and words leave a row without text (a CPU row) alone.
+#[derive(Default)]
+pub struct RowText<'a> {
+    pub comm: Vec<&'a str>,
+    pub container: Vec<&'a str>,
+    pub path: Vec<&'a str>,
+    pub cpu: Option<u32>,
+    /// Other words bare terms may hit (syscall names, kinds).
+    pub other: Vec<&'a str>,
+}
+
+impl TextFilter {
+    pub fn parse(text: &str) -> Result<TextFilter, String> {
+        let mut terms = Vec::new();
+        for word in text.split_whitespace() {
+            let (field, value) = match word.split_once(':') {
+                Some(("comm", v)) => (Some(Field::Comm), v),
+                Some(("container", v)) => (Some(Field::Container), v),
+                Some(("path", v)) => (Some(Field::Path), v),
+                Some(("cpu", v)) => {
+                    v.parse::<u32>()
+                        .map_err(|_| format!("`{word}`: cpu: takes a CPU number"))?;
+                    (Some(Field::Cpu), v)
+                }
+                // "pod:1234", "docker:ab12": container ids have colons too.
+                _ => (None, word),
+            };
+            if value.is_empty() {
+                return Err(format!("`{word}` has nothing after the colon"));
+            }
+            terms.push(Term {
+                field,
+                text: value.to_lowercase(),
+            });
+        }
+        Ok(TextFilter {
+            terms,
+            source: text.split_whitespace().collect::<Vec<_>>().join(" "),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    pub fn matches(&self, row: &RowText<'_>) -> bool {
+        let hit =
+            |values: &[&str], text: &str| values.iter().any(|v| v.to_lowercase().contains(text));
+        self.terms.iter().all(|term| match term.field {
+            Some(Field::Comm) => row.comm.is_empty() || hit(&row.comm, &term.text),
+            Some(Field::Container) => row.container.is_empty() || hit(&row.container, &term.text),
+            Some(Field::Path) => row.path.is_empty() || hit(&row.path, &term.text),
+            Some(Field::Cpu) => row.cpu.is_none_or(|cpu| cpu.to_string() == term.text),
+            None => {
+                let fields = [&row.comm, &row.container, &row.path, &row.other];
+                fields.iter().all(|values| values.is_empty())
+                    || fields.iter().any(|values| hit(values, &term.text))
+            }
+        })
+    }
+}
+
+/// CPUs picked with `c`, as a cpulist ("0-3,8"); empty means all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuSet {
+    cpus: BTreeSet<u32>,
+    pub source: String,
+}
+
+impl CpuSet {
+    pub fn parse(text: &str, cpus: u32) -> Result<CpuSet, String> {
+        let mut set = BTreeSet::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let number = |s: &str| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("`{part}` is not a CPU number or range (e.g. 0-3,8)"))
+            };
+            let (low, high) = match part.split_once('-') {
+                Some((a, b)) => (number(a)?, number(b)?),
+                None => (number(part)?, number(part)?),
+            };
+            if low > high || high >= cpus {
+                return Err(format!("`{part}` is outside CPUs 0-{}", cpus - 1));
+            }
+            set.extend(low..=high);
+        }
+        Ok(CpuSet {
+            cpus: set,
+            source: text.trim().to_string(),
+        })
+    }
+
+    pub fn is_all(&self) -> bool {
+        self.cpus.is_empty()
+    }
+
+    pub fn contains(&self, cpu: u32) -> bool {
+        self.cpus.is_empty() || self.cpus.contains(&cpu)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row<'a>(comm: &'a str, container: &'a str, cpu: Option<u32>) -> RowText<'a> {
+        RowText {
+            comm: vec![comm],
+            container: vec![container],
+            cpu,
+            ..RowText::default()
+        }
+    }
+
+    #[test]
+    fn terms_and_together_and_ignore_missing_fields() {
+        let f = TextFilter::parse("comm:HOG cpu:1").unwrap();
+        assert!(f.matches(&row("hog", "/noisy", Some(1))));
+        assert!(!f.matches(&row("hog", "/noisy", Some(0))));
+        assert!(!f.matches(&row("victim", "/v", Some(1))));
+        // a container row has no cpu and no comm: only the fields it has count
+        let container_row = RowText {
+            container: vec!["/noisy"],
+            ..RowText::default()
+        };
+        assert!(f.matches(&container_row));
+        let bare = TextFilter::parse("noisy").unwrap();
+        assert!(bare.matches(&row("hog", "/noisy", None)));
+        assert!(!bare.matches(&row("hog", "/v", None)));
+        assert!(TextFilter::parse("pod:12ab")
+            .unwrap()
+            .matches(&row("x", "pod:12ab/c", None)));
+    }
+
+    #[test]
+    fn bad_filters_say_why() {
+        assert!(TextFilter::parse("cpu:x")
+            .unwrap_err()
+            .contains("CPU number"));
+        assert!(TextFilter::parse("comm:")
+            .unwrap_err()
+            .contains("nothing after"));
+        assert!(TextFilter::parse("  ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn cpu_lists() {
+        let s = CpuSet::parse("0-2, 5", 8).unwrap();
+        assert!(s.contains(1) && s.contains(5) && !s.contains(3));
+        assert!(CpuSet::parse("", 8).unwrap().is_all());
+        assert!(CpuSet::parse("9", 8)
+            .unwrap_err()
+            .contains("outside CPUs 0-7"));
+        assert!(CpuSet::parse("a", 8).is_err());
+    }
+}

@@ -1,0 +1,90 @@
+//! Numbers as the screen shows them: durations, clocks, rates. Pure
+//! string work for the view builder; knows nothing of panes.
+
+/// A duration in the unit that keeps it short: 850us, 12.3ms, 1.25s, 2m05s.
+pub fn duration(ns: u64) -> String {
+    const US: u64 = 1_000;
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000_000_000;
+    match ns {
+        0 => "0".into(),
+        n if n < US => format!("{n}ns"),
+        n if n < MS => format!("{}us", n / US),
+        n if n < 100 * MS && n % MS != 0 => format!("{:.1}ms", n as f64 / MS as f64),
+        n if n < S => format!("{}ms", n / MS),
+        n if n < 60 * S && n % S != 0 => format!("{:.2}s", n as f64 / S as f64),
+        n if n < 60 * S => format!("{}s", n / S),
+        n if n < 3600 * S => format!("{}m{:02}s", n / (60 * S), n / S % 60),
+        n => format!("{}h{:02}m", n / (3600 * S), n / (60 * S) % 60),
+    }
+}
+
+/// Elapsed time as a clock with tenths: 0:05.2, 12:01.0, 1:02:03.
+pub fn clock(ns: u64) -> String {
+    let tenths = ns / 100_000_000;
+    let seconds = tenths / 10;
+    let (h, m, s) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}.{}", tenths % 10)
+    }
+}
+
+/// How long ago, coarse: 0s, 42s, 3m, 2h.
+pub fn age(ns: u64) -> String {
+    let s = ns / 1_000_000_000;
+    match s {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s => format!("{}h", s / 3600),
+    }
+}
+
+/// A count or rate with a k/M suffix: 950, 12.3k, 4.1M.
+pub fn count(value: f64) -> String {
+    match value {
+        v if v < 1_000.0 => format!("{v:.0}"),
+        v if v < 1_000_000.0 => format!("{:.1}k", v / 1e3),
+        v => format!("{:.1}M", v / 1e6),
+    }
+}
+
+/// A window length for titles and the axis: 30s, 2m, 1h.
+pub fn span(ns: u64) -> String {
+    let s = ns / 1_000_000_000;
+    match s {
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 120 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_stay_short() {
+        assert_eq!(duration(0), "0");
+        assert_eq!(duration(850_000), "850us");
+        assert_eq!(duration(12_340_000), "12.3ms");
+        assert_eq!(duration(10_000_000), "10ms");
+        assert_eq!(duration(1_000_000_000), "1s");
+        assert_eq!(duration(131_000_000), "131ms");
+        assert_eq!(duration(1_250_000_000), "1.25s");
+        assert_eq!(duration(125_000_000_000), "2m05s");
+        assert_eq!(duration(7_260_000_000_000), "2h01m");
+    }
+
+    #[test]
+    fn clocks_and_counts() {
+        assert_eq!(clock(5_230_000_000), "0:05.2");
+        assert_eq!(clock(3_723_000_000_000), "1:02:03");
+        assert_eq!(age(61_000_000_000), "1m");
+        assert_eq!(count(12_345.0), "12.3k");
+        assert_eq!(count(7.0), "7");
+        assert_eq!(span(60_000_000_000), "60s");
+        assert_eq!(span(300_000_000_000), "5m");
+    }
+}

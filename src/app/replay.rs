@@ -1,0 +1,158 @@
+//! The replay cursor over a recording: when each entry happened in
+//! recording time, which entries are due as the cursor moves, and where
+//! stalls appeared (for n / N). Pure; the recording is already in memory.
+
+use crate::event::{self, Event};
+use crate::model::Analysis;
+use crate::record::Recording;
+use crate::stream::{Entry, Header};
+
+/// Where a stall first appeared while replaying.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StallMark {
+    /// Recording time at which the stall is on screen.
+    pub at_ns: u64,
+    pub cpu: u32,
+    pub duration_ns: u64,
+}
+
+pub struct Replay {
+    entries: Vec<Entry>,
+    /// Entry i is applied once the cursor reaches times[i]; non-decreasing.
+    times: Vec<u64>,
+    /// Entries applied so far (a prefix).
+    applied: usize,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub cursor_ns: u64,
+    pub playing: bool,
+    /// The loop clock at the last tick, to advance by real elapsed time.
+    last_tick_ns: Option<u64>,
+    marks: Vec<StallMark>,
+    /// Why reading stopped early, for a warning line.
+    pub damage: Option<String>,
+}
+
+impl Replay {
+    pub fn new(recording: Recording) -> (Replay, Header) {
+        let Recording {
+            header,
+            entries,
+            damage,
+        } = recording;
+        let mut times = Vec::with_capacity(entries.len());
+        let mut time = header.start_ns;
+        for entry in &entries {
+            time = time.max(entry_time(entry).unwrap_or(time));
+            times.push(time);
+        }
+        let marks = stall_marks(&header, &entries, &times);
+        let replay = Replay {
+            start_ns: header.start_ns,
+            end_ns: times.last().copied().unwrap_or(header.start_ns),
+            cursor_ns: header.start_ns,
+            entries,
+            times,
+            applied: 0,
+            playing: true,
+            last_tick_ns: None,
+            marks,
+            damage: damage.map(|d| format!("the recording is {d}; replay ends there")),
+        };
+        (replay, header)
+    }
+
+    /// Real time passed: how far the cursor should move while playing.
+    pub fn elapsed(&mut self, now_ns: u64) -> u64 {
+        let elapsed = self
+            .last_tick_ns
+            .map_or(0, |last| now_ns.saturating_sub(last));
+        self.last_tick_ns = Some(now_ns);
+        if self.playing {
+            elapsed
+        } else {
+            0
+        }
+    }
+
+    /// Move the cursor forward to `to_ns`; the entries that became due.
+    pub fn forward(&mut self, to_ns: u64) -> &[Entry] {
+        self.cursor_ns = to_ns.clamp(self.start_ns, self.end_ns);
+        let from = self.applied;
+        while self.applied < self.entries.len() && self.times[self.applied] <= self.cursor_ns {
+            self.applied += 1;
+        }
+        &self.entries[from..self.applied]
+    }
+
+    /// Move the cursor back to `to_ns`; every entry due by then, to apply
+    /// to a fresh analysis.
+    pub fn rewind(&mut self, to_ns: u64) -> &[Entry] {
+        self.applied = 0;
+        self.forward(to_ns)
+    }
+
+    pub fn at_end(&self) -> bool {
+        self.cursor_ns >= self.end_ns
+    }
+
+    /// The first stall after the cursor that `shown` accepts.
+    pub fn next_stall(&self, shown: impl Fn(&StallMark) -> bool) -> Option<u64> {
+        self.marks
+            .iter()
+            .find(|m| m.at_ns > self.cursor_ns && shown(m))
+            .map(|m| m.at_ns)
+    }
+
+    /// The last stall before the cursor that `shown` accepts.
+    pub fn previous_stall(&self, shown: impl Fn(&StallMark) -> bool) -> Option<u64> {
+        self.marks
+            .iter()
+            .rev()
+            .find(|m| m.at_ns < self.cursor_ns && shown(m))
+            .map(|m| m.at_ns)
+    }
+}
+
+/// The latest time an entry carries; names carry none.
+fn entry_time(entry: &Entry) -> Option<u64> {
+    match entry {
+        Entry::Records(bytes) => event::decode(bytes)
+            .into_iter()
+            .flatten()
+            .map(|e| match e {
+                Event::Runq(w) | Event::Takeover(w) => w.ts_ns,
+                Event::Softirq(s) => s.ts_ns,
+                Event::Syscall(s) => s.ts_ns,
+                Event::Sample(s) | Event::Irqoff(s) => s.ts_ns,
+            })
+            .max(),
+        Entry::Kernel(k) => Some(k.ts_ns),
+        Entry::Throttle(t) => Some(t.ts_ns),
+        Entry::Names(_) => None,
+    }
+}
+
+/// One pass of the analysis over the whole recording, noting the time at
+/// which each new stall appeared.
+fn stall_marks(header: &Header, entries: &[Entry], times: &[u64]) -> Vec<StallMark> {
+    let mut analysis = Analysis::new(header.clone());
+    let mut newest = None;
+    let mut marks = Vec::new();
+    for (entry, &at_ns) in entries.iter().zip(times) {
+        analysis.apply(entry);
+        let new: Vec<StallMark> = analysis
+            .stalls()
+            .rev()
+            .take_while(|s| newest.is_none_or(|n| s.id > n))
+            .map(|s| StallMark {
+                at_ns,
+                cpu: s.cpu,
+                duration_ns: s.duration_ns(),
+            })
+            .collect();
+        marks.extend(new.into_iter().rev());
+        newest = analysis.stalls().next_back().map(|s| s.id).or(newest);
+    }
+    marks
+}

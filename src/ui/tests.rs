@@ -1,0 +1,359 @@
+//! Snapshots of every screen, drawn into a `TestBackend` from replayed
+//! fixture recordings (src/app/fixtures.rs and tests/fixtures/). Each test
+//! also asserts the content that makes the screen useful, so a snapshot
+//! accepted without reading still cannot lose the stall or the culprit.
+
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::style::{Color, Modifier};
+use ratatui::Terminal;
+
+use super::render;
+use crate::app::fixtures::{self, S, START};
+use crate::app::{App, Msg};
+use crate::record::Recording;
+
+fn press(app: &mut App, code: KeyCode) {
+    app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+}
+
+fn type_text(app: &mut App, text: &str) {
+    for c in text.chars() {
+        press(app, KeyCode::Char(c));
+    }
+}
+
+/// A replay of `recording` at its end, on a `width` x `height` screen.
+fn replay_at_end(recording: Recording, width: u16, height: u16) -> App {
+    let mut app = App::replay(recording, Duration::from_secs(1));
+    app.update(Msg::Resize { width, height });
+    press(&mut app, KeyCode::Char('G'));
+    app
+}
+
+fn draw(app: &App) -> Terminal<TestBackend> {
+    let area = app.layout().header.union(app.layout().footer);
+    let mut terminal =
+        Terminal::new(TestBackend::new(area.width, area.bottom())).expect("test terminal");
+    terminal.draw(|frame| render(frame, app)).expect("draw");
+    terminal
+}
+
+fn screen(app: &App) -> String {
+    draw(app).backend().to_string()
+}
+
+fn assert_shows(screen: &str, expected: &[&str]) {
+    for text in expected {
+        assert!(
+            screen.contains(text),
+            "`{text}` is not on screen:\n{screen}"
+        );
+    }
+}
+
+#[test]
+fn empty_recording() {
+    let app = replay_at_end(fixtures::empty(), 80, 24);
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &[
+            "node-7",
+            "REPLAY paused",
+            "cpu 0",
+            "cpu 1",
+            "no stalls yet (runq waits over 10ms",
+            "lost 0",
+        ],
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn busy_wide() {
+    let app = replay_at_end(fixtures::busy(), 200, 50);
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &[
+            // header: host, state, rates, own cost
+            "node-7",
+            "kernel 5.4.0-150-generic",
+            "4 CPUs",
+            "at 0:10.0 of 0:10.0",
+            "events 50.0k/s",
+            "probe cost 300ns/event 1.50% CPU",
+            // timeline: the stalled CPUs and their worst stall
+            "cpu 3",
+            "131ms",
+            // feed: the cadvisor chain (case 1) and the hog (case 4)
+            "NET_RX+ksoftirqd/3",
+            "cadvisor[2101] cadvisor.service › read › /sys/",
+            "api-worker[300]",
+            "hog[400] batch.service",
+            // culprits: three cgroups' memory.stat collapsed into one row
+            "read › /sys/fs/cgroup/mem",
+            // containers: runq percentiles, preemption causes, neighbour, throttling
+            "pod:0f1e2d3c/4c5f7e9a1b2c",
+            "8/680/24",
+            "hog ×660",
+            "40.0",
+            // syscalls: fadvise64 tops kernel time (case 5)
+            "fadvise64",
+            "/var/log/shop/shop.INFO",
+        ],
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn busy_narrow_every_pane() {
+    let expected: [&[&str]; 4] = [
+        &["Stalls & takeovers", "cadvisor[2101]", "105ms"],
+        &["COMM", "cadvisor", "hog", "ss"],
+        &["pod:0f1e2d3c/4c5f7e9a1b2c", "hog ×660"],
+        &["fadvise64", "4.20s"],
+    ];
+    // The feed shows first; Tab walks culprits, containers, syscalls.
+    let mut app = replay_at_end(fixtures::busy(), 80, 24);
+    let mut screens = Vec::new();
+    for (i, want) in expected.iter().enumerate() {
+        if i > 0 {
+            press(&mut app, KeyCode::Tab);
+        }
+        let s = screen(&app);
+        assert_shows(&s, want);
+        for line in s.lines() {
+            assert_eq!(
+                line.chars().count(),
+                82,
+                "80 columns and the quotes: {line}"
+            );
+        }
+        screens.push(s);
+    }
+    insta::assert_snapshot!(screens.join("\n"));
+}
+
+#[test]
+fn header_with_warnings_and_lost_events() {
+    let mut app = App::live(
+        fixtures::header(4),
+        vec!["CPU X-ray sampler is off: perf_event_open: No such file or directory".into()],
+        Duration::from_secs(1),
+    );
+    app.update(Msg::Resize {
+        width: 120,
+        height: 30,
+    });
+    for entry in fixtures::busy_entries() {
+        app.update(Msg::Entry(entry));
+    }
+    app.update(Msg::Entry(fixtures::lossy_kernel(11 * S)));
+    app.update(Msg::Tick {
+        now_ns: START + 12 * S,
+    });
+    let terminal = draw(&app);
+    let s = terminal.backend().to_string();
+    assert_shows(
+        &s,
+        &[
+            "● LIVE",
+            "up 0:12.0",
+            "LOST runq 17 sample 3",
+            "MAP FULL tasks 2",
+            "⚠ CPU X-ray sampler is off",
+        ],
+    );
+    // Losses are red, the warning yellow.
+    let buffer = terminal.backend().buffer();
+    let find = |text: &str| {
+        let (y, line) = s
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.contains(text))
+            .expect("on screen");
+        let x = line.find(text).expect("found") - 1; // the leading quote
+        let x = line[..x + 1].chars().count() - 1;
+        &buffer[(x as u16, y as u16)]
+    };
+    assert_eq!(find("LOST").fg, Color::Red);
+    assert!(find("LOST").modifier.contains(Modifier::BOLD));
+    assert_eq!(find("⚠").fg, Color::Yellow);
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn help_overlay_lists_every_key() {
+    let mut app = replay_at_end(fixtures::busy(), 100, 40);
+    press(&mut app, KeyCode::Char('?'));
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &[
+            "stalltop keys",
+            "quit",
+            "details",
+            "sort",
+            "filter",
+            "pick CPUs",
+            "pause",
+            "zoom",
+            "reset",
+            "display only",
+            "next / previous stall",
+            "seek 10s",
+        ],
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn detail_popup_of_a_stall() {
+    let mut app = replay_at_end(fixtures::busy(), 120, 44);
+    press(&mut app, KeyCode::Enter);
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &[
+            "Stall #",
+            "on CPU 3",
+            "Timeline",
+            "ksoftirqd/3",
+            "cadvisor pid 2101 tid 2101",
+            "cadvisor.service",
+            "syscall    read",
+            "/sys/fs/cgroup/memory/kubepods/cache/memory.stat",
+            "148ms of the call's 150ms wall",
+            "mem_cgroup_nr_lru_pages",
+            "memcg_stat_show",
+        ],
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn detail_popup_of_an_irqs_off_stall() {
+    let mut app = replay_at_end(fixtures::busy(), 120, 44);
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "comm:ss");
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &[
+            "irqs-off 38ms on CPU 2",
+            "interrupts went off",
+            "ss pid 3300",
+            "/proc/slabinfo",
+            "get_slabinfo",
+        ],
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn detail_popups_of_a_culprit_a_container_and_a_syscall() {
+    let mut app = replay_at_end(fixtures::busy(), 120, 44);
+    let mut screens = Vec::new();
+    let expected: [&[&str]; 3] = [
+        &[
+            "Culprit cadvisor",
+            "/sys/fs/cgroup/memory/kubepods/*/memory.stat",
+            "3 caused",
+            "Worst stall",
+            "NET_RX+ksoftirqd/3",
+        ],
+        &[
+            "Container pod:0f1e2d3c",
+            "kept off",
+            "hog in /system.slice/batch.service",
+        ],
+        &[
+            "Syscall fadvise64",
+            "/var/log/shop/shop.INFO",
+            "4.20s in the kernel",
+        ],
+    ];
+    for want in expected {
+        press(&mut app, KeyCode::Tab);
+        press(&mut app, KeyCode::Enter);
+        let s = screen(&app);
+        assert_shows(&s, want);
+        screens.push(s);
+        press(&mut app, KeyCode::Esc);
+    }
+    insta::assert_snapshot!(screens.join("\n"));
+}
+
+#[test]
+fn filtered_and_zoomed() {
+    let mut app = replay_at_end(fixtures::busy(), 160, 40);
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "comm:hog");
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('+'));
+    press(&mut app, KeyCode::Char('+'));
+    let s = screen(&app);
+    assert_shows(&s, &["filter comm:hog", "last 10s", "api-worker[300]"]);
+    assert!(!s.contains("cadvisor[2101]"), "filtered out:\n{s}");
+    insta::assert_snapshot!(s);
+}
+
+#[test]
+fn real_noisy_neighbour_recording() {
+    let mut app = replay_at_end(fixtures::noisy_neighbour(), 160, 48);
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &[
+            "REPLAY",
+            "victim",
+            "hog",
+            "/stalltop_victim",
+            "/stalltop_noisy",
+        ],
+    );
+    // Its culprit: the hog, named with its cgroup, in the details.
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "comm:hog");
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Enter);
+    let details = screen(&app);
+    assert_shows(&details, &["Culprit hog", "/stalltop_noisy", "victim"]);
+    insta::assert_snapshot!(format!("{s}\n{details}"));
+}
+
+#[test]
+fn any_size_draws_without_panicking() {
+    let mut app = replay_at_end(fixtures::busy(), 80, 24);
+    press(&mut app, KeyCode::Enter);
+    for (width, height) in [
+        (0, 0),
+        (1, 1),
+        (10, 3),
+        (40, 10),
+        (79, 23),
+        (80, 24),
+        (81, 60),
+        (159, 48),
+        (160, 9),
+        (400, 120),
+    ] {
+        app.update(Msg::Resize { width, height });
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+        terminal.draw(|frame| render(frame, &app)).expect("draw");
+    }
+    // A terminal that shrank before the Resize arrived is clipped, not overrun.
+    app.update(Msg::Resize {
+        width: 200,
+        height: 60,
+    });
+    let mut terminal = Terminal::new(TestBackend::new(50, 10)).expect("test terminal");
+    terminal.draw(|frame| render(frame, &app)).expect("draw");
+}

@@ -1,0 +1,55 @@
+//! The Debian packages stalltop needs to build, test and bench, installed
+//! with apt when missing (as root), so one command works on a fresh host.
+
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+/// Build: clang compiles bpf/, libelf/zlib/pkg-config build the vendored
+/// libbpf; bpftool, tmux, iproute2 and perf are used by tests and bench.
+const PACKAGES: &[&str] = &[
+    "clang",
+    "libelf-dev",
+    "zlib1g-dev",
+    "pkg-config",
+    "make",
+    "bpftool",
+    "tmux",
+    "iproute2",
+    "linux-perf",
+];
+
+pub fn ensure() -> Result<()> {
+    let missing: Vec<&str> = PACKAGES.iter().copied().filter(|p| !installed(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "missing packages: {}; run as root (sudo) so they can be installed, or install them",
+            missing.join(" ")
+        );
+    }
+    eprintln!("installing missing packages: {}", missing.join(" "));
+    run(Command::new("apt-get").arg("update").arg("-qq"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}

@@ -1,0 +1,38 @@
+//! `cargo xtask test`: the whole suite, as CI runs it. Formatting and lints,
+//! unit and root integration tests (real BPF), then the scenario tests
+//! and the terminal test against the release binary, one at a time.
+
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::{cargo, prereqs};
+
+pub fn main() -> Result<()> {
+    prereqs::ensure()?;
+    step("formatting", || cargo(&["fmt", "--all", "--", "--check"]))?;
+    step("lints", || {
+        cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+    })?;
+    step("unit and root integration tests", || cargo(&["test", "--workspace"]))?;
+    step("release build", || cargo(&["build", "--release", "-p", "stalltop"]))?;
+    step("scenario tests", || xtask(&["scenario-tests"]))?;
+    step("terminal test", || xtask(&["tui-test"]))?;
+    eprintln!("\n== all tests passed");
+    Ok(())
+}
+
+fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    eprintln!("\n== {name}");
+    f().map_err(|e| e.context(format!("{name} failed")))
+}
+
+/// Another xtask command, as its own process (its own signal handling).
+fn xtask(args: &[&str]) -> Result<()> {
+    let exe = std::env::current_exe().context("locating the xtask binary")?;
+    let status = Command::new(exe).args(args).status()?;
+    if !status.success() {
+        bail!("`cargo xtask {}` failed: {status}", args.join(" "));
+    }
+    Ok(())
+}
