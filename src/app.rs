@@ -131,55 +131,89 @@ struct Shown {
     now_ns: u64,
 }
 
-/// What a key does, for the help overlay; `replay` keys only in replay.
+/// Where a key works.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum KeyMode {
+    Both,
+    Live,
+    Replay,
+}
+
+/// What a key does, for the help overlay. An empty `keys` continues the
+/// line above.
 pub struct KeyHelp {
     pub keys: &'static str,
     pub action: &'static str,
-    pub replay: bool,
+    pub mode: KeyMode,
 }
 
 pub const KEYS: &[KeyHelp] = &[
-    key("q  Ctrl-C", "quit (the probes detach)"),
-    key("?  h  F1", "this help; any key closes it"),
-    key("Tab  ←  →", "next / previous pane"),
-    key("↑ ↓ PgUp PgDn", "move in the pane (mouse wheel too)"),
-    key("Home  End", "first / last row (Home follows the newest)"),
-    key("Enter", "details: full chain of the selected row"),
-    key("Esc", "back: close details, help or a prompt"),
-    key("s  >  <", "sort by the next / previous column"),
+    key("q  Ctrl-C", "quit (the probes detach)", KeyMode::Both),
+    key("?  h  F1", "this help; any key closes it", KeyMode::Both),
+    key("Tab  ←  →", "next / previous pane", KeyMode::Both),
+    key(
+        "↑ ↓ PgUp PgDn",
+        "move in the pane (mouse wheel too)",
+        KeyMode::Both,
+    ),
+    key(
+        "Home  End",
+        "first / last row (Home follows the newest)",
+        KeyMode::Both,
+    ),
+    key("Enter", "details: the full chain of the row", KeyMode::Both),
+    key(
+        "Esc",
+        "back: close details, help or a prompt",
+        KeyMode::Both,
+    ),
+    key(
+        "s  >  <",
+        "sort by the next / previous column",
+        KeyMode::Both,
+    ),
     key(
         "/",
-        "filter: comm:X container:X path:X cpu:N, words match any",
+        "filter: comm:X container:X path:X cpu:N",
+        KeyMode::Both,
     ),
-    key("c", "pick CPUs (a list like 0-3,8; empty = all)"),
-    key("p  Space", "pause the screen (the probes keep counting)"),
-    key("+  -", "zoom the timeline in / out (5s .. 1h)"),
-    key("r", "reset counters, stalls and culprits"),
+    key("", "or words, which match any of those", KeyMode::Both),
     key(
-        "t",
-        "hide stalls shorter than X (display only: the probe thresholds are fixed at load)",
+        "c",
+        "pick CPUs: a list like 0-3,8; empty = all",
+        KeyMode::Both,
     ),
-    replay_key("p  Space", "play / pause the replay"),
-    replay_key("n  N", "jump to the next / previous stall"),
-    replay_key(".  ,", "step one refresh forward / back (pauses)"),
-    replay_key("]  [", "seek 10s forward / back"),
-    replay_key("g  G", "go to the start / end of the recording"),
+    key(
+        "p  Space",
+        "pause the screen (probes keep counting)",
+        KeyMode::Live,
+    ),
+    key("p  Space", "play / pause the replay", KeyMode::Replay),
+    key(
+        "+  -",
+        "zoom the timeline in / out (5s .. 1h)",
+        KeyMode::Both,
+    ),
+    key("r", "reset counters, stalls and culprits", KeyMode::Both),
+    key("t", "hide stalls shorter than X on screen;", KeyMode::Both),
+    key(
+        "",
+        "display only: probe thresholds are fixed",
+        KeyMode::Both,
+    ),
+    key("", "at load (--threshold, --runq-threshold)", KeyMode::Both),
+    key("n  N", "jump to the next / previous stall", KeyMode::Replay),
+    key(".  ,", "step one refresh forward / back", KeyMode::Replay),
+    key("]  [", "seek 10s forward / back", KeyMode::Replay),
+    key(
+        "g  G",
+        "go to the start / end of the recording",
+        KeyMode::Replay,
+    ),
 ];
 
-const fn key(keys: &'static str, action: &'static str) -> KeyHelp {
-    KeyHelp {
-        keys,
-        action,
-        replay: false,
-    }
-}
-
-const fn replay_key(keys: &'static str, action: &'static str) -> KeyHelp {
-    KeyHelp {
-        keys,
-        action,
-        replay: true,
-    }
+const fn key(keys: &'static str, action: &'static str, mode: KeyMode) -> KeyHelp {
+    KeyHelp { keys, action, mode }
 }
 
 pub struct App {
@@ -462,7 +496,7 @@ impl App {
             KeyCode::Char('[') if replay => self.seek_by(-(SEEK_STEP.as_nanos() as i64)),
             KeyCode::Char('g') if replay => self.seek_to_edge(false),
             KeyCode::Char('G') if replay => self.seek_to_edge(true),
-            _ => return,
+            _ => {}
         }
     }
 

@@ -178,11 +178,18 @@ impl App {
         let duration = super::format::duration;
         match pane {
             _ if filtered => "nothing matches the filter, CPUs or threshold".into(),
-            Pane::Feed | Pane::Culprits if report.stalls.is_empty() => format!(
-                "no stalls yet (runq waits over {}, softirq, ksoftirqd and irqs-off over {})",
-                duration(settings.runq_threshold_ns),
-                duration(settings.stall_threshold_ns)
-            ),
+            Pane::Feed | Pane::Culprits if report.stalls.is_empty() => {
+                let (runq, stall) = (settings.runq_threshold_ns, settings.stall_threshold_ns);
+                if runq == stall {
+                    format!("no stalls over {} yet", duration(runq))
+                } else {
+                    format!(
+                        "no stalls yet (runq waits over {}, others over {})",
+                        duration(runq),
+                        duration(stall)
+                    )
+                }
+            }
             Pane::Culprits => "no stall had a task holding the CPU".into(),
             Pane::Containers => "no run-queue data yet (the probes report every second)".into(),
             Pane::Syscalls => format!(

@@ -113,10 +113,11 @@ fn rates(previous: &KernelSnapshot, latest: &KernelSnapshot, records: u64) -> Ra
     let (count_after, ns_after) = total(latest);
     let runs = count_after.saturating_sub(count_before) as f64;
     let run_ns = ns_after.saturating_sub(ns_before) as f64;
-    // Run time stays 0 when kernel.bpf_stats_enabled could not be set.
+    // Run counts and times stay 0 when the probes were not asked for their
+    // cost (`record`) or kernel.bpf_stats_enabled could not be set.
     let has_cost = ns_after > 0;
     Rates {
-        events_per_s: Some(runs / seconds),
+        events_per_s: (count_after > 0).then(|| runs / seconds),
         records_per_s: Some(records as f64 / seconds),
         ns_per_event: (has_cost && runs > 0.0).then(|| run_ns / runs),
         cpu_percent: has_cost.then(|| run_ns / (seconds * 1e9) * 100.0),

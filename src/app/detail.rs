@@ -96,7 +96,7 @@ fn heading(text: impl Into<String>) -> Line {
 }
 
 fn at(req: &DetailRequest<'_>, ts: u64) -> String {
-    format!("+{}", format::clock(ts.saturating_sub(req.start_ns)))
+    format::offset(ts.saturating_sub(req.start_ns))
 }
 
 /// The full chain of one stall.
@@ -120,27 +120,35 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
         Vec::new(),
         heading("Timeline"),
     ];
-    let (began, ended) = match stall.kind {
-        "softirq" => ("raised, waited for the CPU", "ran"),
-        "ksoftirqd" => ("ksoftirqd woken, waited", "ksoftirqd ran"),
-        "irqoff" => ("last timer tick (interrupts went off)", "next tick"),
-        _ => ("became runnable, waited", "got the CPU"),
-    };
     let waited = waited_text(stall);
-    lines.push(field(&at(req, stall.start_ns), format!("{waited} {began}")));
+    let took = format::duration(stall.duration_ns);
+    let (began, ended) = match stall.kind {
+        _ if stall.signals > 1 => (
+            format!(
+                "the first of {} overlapping waits began ({waited} waited most)",
+                stall.signals
+            ),
+            format!("the last of them ended, {took} later"),
+        ),
+        "softirq" => (format!("{waited} raised"), format!("it ran, {took} later")),
+        "ksoftirqd" => (format!("{waited} woken"), format!("it ran, {took} later")),
+        "irqoff" => (
+            "last timer tick, then interrupts went off".to_string(),
+            format!("next timer tick, {took} later"),
+        ),
+        _ => (
+            format!("{waited} became runnable"),
+            format!("it got the CPU, {took} later"),
+        ),
+    };
+    lines.push(field(&at(req, stall.start_ns), began));
     if let Some(c) = &stall.culprit {
         lines.push(field(
             "",
             format!("meanwhile {}[{}] held CPU {}", c.comm, c.pid, stall.cpu),
         ));
     }
-    lines.push(field(
-        &at(req, end),
-        format!(
-            "{waited} {ended}, {} later",
-            format::duration(stall.duration_ns)
-        ),
-    ));
+    lines.push(field(&at(req, end), ended));
     lines.push(Vec::new());
     lines.push(heading("What waited"));
     if let Some(vector) = stall.waited.softirq {

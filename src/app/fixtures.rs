@@ -428,7 +428,7 @@ fn throttle(at: u64, periods: u64, throttled: u64, throttled_ns: u64) -> Entry {
 
 /// A live session's losses and a sampler that did not come up.
 pub fn lossy_kernel(at: u64) -> Entry {
-    let mut k = kernel_snapshot(at, 1);
+    let mut k = kernel_snapshot(at, 3);
     k.counters.lost = vec![("runq".into(), 17), ("sample".into(), 3)];
     k.counters.map_full = vec![("tasks".into(), 2)];
     Entry::Kernel(k)

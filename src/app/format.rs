@@ -31,6 +31,17 @@ pub fn clock(ns: u64) -> String {
     }
 }
 
+/// A time into the session, to the millisecond: +7.040s, +1:02.040.
+pub fn offset(ns: u64) -> String {
+    let ms = ns / 1_000_000;
+    let (s, ms) = (ms / 1000, ms % 1000);
+    match s {
+        s if s < 60 => format!("+{s}.{ms:03}s"),
+        s if s < 3600 => format!("+{}:{:02}.{ms:03}", s / 60, s % 60),
+        s => format!("+{}:{:02}:{:02}.{ms:03}", s / 3600, s / 60 % 60, s % 60),
+    }
+}
+
 /// How long ago, coarse: 0s, 42s, 3m, 2h.
 pub fn age(ns: u64) -> String {
     let s = ns / 1_000_000_000;
@@ -82,6 +93,8 @@ mod tests {
         assert_eq!(clock(5_230_000_000), "0:05.2");
         assert_eq!(clock(3_723_000_000_000), "1:02:03");
         assert_eq!(age(61_000_000_000), "1m");
+        assert_eq!(offset(7_040_000_000), "+7.040s");
+        assert_eq!(offset(62_040_000_000), "+1:02.040");
         assert_eq!(count(12_345.0), "12.3k");
         assert_eq!(count(7.0), "7");
         assert_eq!(span(60_000_000_000), "60s");

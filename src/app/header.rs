@@ -5,7 +5,7 @@
 use super::data::Rates;
 use super::format;
 use super::view::{Line, Segment, Tone};
-use super::KEYS;
+use super::{KeyMode, KEYS};
 use crate::model::Report;
 use crate::stream::Header;
 
@@ -186,9 +186,14 @@ pub fn hints(replay: bool) -> Line {
 }
 
 pub fn help_lines(replay: bool) -> Vec<Line> {
+    let mode = if replay {
+        KeyMode::Replay
+    } else {
+        KeyMode::Live
+    };
     let mut lines: Vec<Line> = KEYS
         .iter()
-        .filter(|k| replay || !k.replay)
+        .filter(|k| k.mode == KeyMode::Both || k.mode == mode)
         .map(|k| {
             vec![
                 Segment::new(format!("  {:<15}", k.keys), Tone::Key),
@@ -198,14 +203,14 @@ pub fn help_lines(replay: bool) -> Vec<Line> {
         .collect();
     for note in [
         "",
-        "Filters apply where a row has the field: cpu: to the timeline, stalls and",
-        "culprits; comm: to stalls and culprits; path: to those and syscalls;",
-        "container: to every table. Words match any of them.",
-        "Timeline cells: colour = kind of the longest stall in the bucket, height = its",
-        "length against the shortest shown; K = ksoftirqd took over on that CPU.",
+        "Filters apply where a row has the field: cpu: to the timeline,",
+        "stalls and culprits; comm: to stalls and culprits; path: to those",
+        "and syscalls; container: to every table.",
+        "Timeline: a cell's colour is the kind of the longest stall in it,",
+        "its height that stall's length; K: ksoftirqd took over the CPU.",
         "Logs never go to the screen: --log FILE.",
     ] {
-        lines.push(vec![Segment::new(note, Tone::Dim)]);
+        lines.push(vec![Segment::new(format!("  {note}"), Tone::Dim)]);
     }
     lines
 }

@@ -61,6 +61,8 @@ fn text(r: &Report) -> String {
         let _ = writeln!(out, "LOST EVENTS: {}", lost.join(", "));
     }
 
+    stalls_text(&mut out, r);
+
     let _ = writeln!(out, "\nRun-queue latency by cgroup (waits for a CPU)");
     let _ = writeln!(
         out,
@@ -127,6 +129,128 @@ fn text(r: &Report) -> String {
         );
     }
     out
+}
+
+/// Stalls, culprits, takeovers, syscalls and softirqs.
+fn stalls_text(out: &mut String, r: &Report) {
+    let _ = writeln!(
+        out,
+        "\nStalls: {} (over {}), newest last",
+        r.stalls.len(),
+        ms(r.settings.stall_threshold_ns)
+    );
+    for s in r.stalls.iter().rev().take(15).rev() {
+        let waited = match (&s.waited.softirq, &s.waited.comm) {
+            (Some(v), Some(c)) => format!("{v} softirq and {c}"),
+            (Some(v), None) => format!("{v} softirq"),
+            (None, Some(c)) => c.clone(),
+            (None, None) => "interrupts".into(),
+        };
+        let culprit = s.culprit.as_ref().map_or("unknown".to_string(), |c| {
+            let mut text = format!("{} [{}] ({})", c.comm, c.pid, c.container);
+            if let Some(call) = &c.syscall {
+                let _ = write!(text, " in {call}");
+            }
+            if let Some(path) = &c.path {
+                let _ = write!(text, " {path}");
+            }
+            if let Some(oncpu) = c.oncpu_ns {
+                let _ = write!(text, ", {} on-CPU", ms(oncpu));
+            }
+            if let Some(frame) = c.stack.first() {
+                let _ = write!(text, ", at {frame}");
+            }
+            text
+        });
+        let _ = writeln!(
+            out,
+            "  cpu {:<3} {:>9} {:<9} {waited} waited; held by {culprit}",
+            s.cpu,
+            ms(s.duration_ns),
+            s.kind
+        );
+        if let Some(evidence) = &s.evidence {
+            let _ = writeln!(out, "                          {evidence}");
+        }
+    }
+
+    let _ = writeln!(out, "\nCulprits (by total stall time)");
+    for c in r.culprits.iter().take(10) {
+        let _ = writeln!(
+            out,
+            "  {:<16} {:<24} {:<12} {:<40} x{:<5} total {:>9} worst {:>9}",
+            c.comm,
+            clip(&c.container, 24),
+            c.syscall.as_deref().unwrap_or("-"),
+            clip(c.path.as_deref().unwrap_or("-"), 40),
+            c.count,
+            ms(c.total_stall_ns),
+            ms(c.worst_ns)
+        );
+    }
+
+    let _ = writeln!(out, "\nksoftirqd takeovers: {}", r.takeovers.len());
+    for t in r.takeovers.iter().rev().take(10).rev() {
+        let holder = t.culprit.as_ref().map_or("unknown".into(), |c| {
+            format!(
+                "{} [{}] {}",
+                c.comm,
+                c.pid,
+                c.syscall.as_deref().unwrap_or("")
+            )
+        });
+        let _ = writeln!(
+            out,
+            "  cpu {:<3} ksoftirqd waited {:>9} behind {holder}",
+            t.cpu,
+            ms(t.wait_ns)
+        );
+    }
+
+    let _ = writeln!(out, "\nSyscalls by kernel (on-CPU) time");
+    for c in r.syscalls.iter().take(10) {
+        let top = c
+            .top_paths
+            .first()
+            .map_or(String::new(), |p| format!(" {}", p.path));
+        let _ = writeln!(
+            out,
+            "  {:<18} {:<24} x{:<9} p50 {:>9} p99 {:>9} max {:>9} on-CPU {:>10}{top}",
+            c.syscall,
+            clip(&c.container, 24),
+            c.count,
+            ms(c.p50_ns),
+            ms(c.p99_ns),
+            ms(c.max_ns),
+            ms(c.oncpu_total_ns)
+        );
+    }
+
+    let _ = writeln!(out, "\nSoftirq delay (raise to run) by CPU and vector");
+    for s in r.softirq.iter().filter(|s| s.count > 0) {
+        let _ = writeln!(
+            out,
+            "  cpu {:<3} {:<8} x{:<8} p50 {:>9} p99 {:>9} max {:>9}  {} runs in ksoftirqd",
+            s.cpu,
+            s.vector,
+            s.count,
+            ms(s.p50_ns),
+            ms(s.p99_ns),
+            ms(s.max_ns),
+            s.in_ksoftirqd
+        );
+    }
+    for s in r.softirq_stolen.iter().take(5) {
+        let _ = writeln!(
+            out,
+            "  {} ran {} inside {} [{}]'s time slices ({} times)",
+            s.vector,
+            ms(s.ns),
+            s.comm,
+            s.pid,
+            s.count
+        );
+    }
 }
 
 fn ms(ns: u64) -> String {

@@ -81,8 +81,26 @@ fn spinner(name: &'static str) -> std::thread::JoinHandle<()> {
     })
 }
 
+/// Foreign load on CPU 1 (another task running between the spinners) can
+/// hide the waits we look for; such an attempt is retried, at most this
+/// many times. A clean attempt that fails, fails the test.
+const ATTEMPTS: usize = 3;
+
 fn fight_for_one_cpu(attach: AttachMode) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut reasons = Vec::new();
+    for _ in 0..ATTEMPTS {
+        match fight_once(attach) {
+            Ok(()) => return,
+            Err(Contaminated(why)) => reasons.push(why),
+        }
+    }
+    panic!("every attempt was contaminated by foreign load on cpu {CPU}: {reasons:#?}");
+}
+
+struct Contaminated(String);
+
+fn fight_once(attach: AttachMode) -> Result<(), Contaminated> {
     let config = config(attach);
     let own_cgroup = own_cgroup_id(&config);
     let mut storage = ObjectStorage::default();
@@ -111,14 +129,25 @@ fn fight_for_one_cpu(attach: AttachMode) {
             _ => None,
         })
         .collect();
-    assert!(
-        waits.iter().any(|w| spinners.contains(&w.ran.comm.as_str())
+    let behind_sibling = waits.iter().any(|w| {
+        spinners.contains(&w.ran.comm.as_str())
             && w.ran.comm != w.waiter.comm
             && w.cpu == CPU as u32
             && w.wait_ns >= 1_000_000
-            && w.waiter.cgroup == own_cgroup),
-        "no wait of one spinner behind the other on cpu {CPU} in cgroup {own_cgroup}: {waits:#?}"
-    );
+            && w.waiter.cgroup == own_cgroup
+    });
+    if !behind_sibling {
+        let foreign: Vec<&str> = waits
+            .iter()
+            .map(|w| w.ran.comm.as_str())
+            .filter(|c| !spinners.contains(c))
+            .collect();
+        assert!(
+            !foreign.is_empty(),
+            "no wait of one spinner behind the other on cpu {CPU} in cgroup {own_cgroup}: {waits:#?}"
+        );
+        return Err(Contaminated(format!("spinners waited behind {foreign:?}")));
+    }
 
     let ours = snapshot
         .runq
@@ -134,7 +163,8 @@ fn fight_for_one_cpu(attach: AttachMode) {
             .iter()
             .any(|p| p.victim_cgroup == own_cgroup
                 && p.preemptor_cgroup == own_cgroup
-                && spinners.contains(&p.comm.as_str())),
+                && spinners.contains(&p.comm.as_str())
+                && p.wait_ns >= 1_000_000),
         "{:?}",
         snapshot.preemptors
     );
@@ -148,6 +178,7 @@ fn fight_for_one_cpu(attach: AttachMode) {
         left.is_empty(),
         "programs still loaded after the session ended: {left:?}"
     );
+    Ok(())
 }
 
 /// Ids of the BPF programs this process holds open (from fdinfo).

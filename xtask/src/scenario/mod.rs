@@ -4,14 +4,21 @@
 
 mod burstreq;
 mod cgroup;
+mod command;
 mod hog;
 mod host;
+mod ksoftirqd;
+mod memcg;
+mod netns;
 mod noisy_neighbour;
 mod quiet;
+mod setup;
+mod slow_syscall;
 mod stats;
 mod task;
 mod throttle;
 mod victim;
+mod victim_log;
 
 use std::fmt;
 use std::time::Duration;
@@ -53,6 +60,12 @@ pub enum Name {
     Throttle,
     /// The victim and the requests alone, no hogs and no quota: the baseline.
     Quiet,
+    /// Long in-kernel syscalls with known files (smaps, munmap, getdents64, force_empty,
+    /// fadvise) next to the victim (cases 1, 2, 5).
+    SlowSyscall,
+    /// NET_RX saturating CPU 1 while a heavy CFS hog bursts: ksoftirqd/1 waits out each burst
+    /// (case 1's mechanism).
+    Ksoftirqd,
 }
 
 impl Name {
@@ -61,6 +74,8 @@ impl Name {
             Name::NoisyNeighbour => "noisy-neighbour",
             Name::Throttle => "throttle",
             Name::Quiet => "quiet",
+            Name::SlowSyscall => "slow-syscall",
+            Name::Ksoftirqd => "ksoftirqd",
         }
     }
 }
@@ -82,6 +97,8 @@ pub struct Outcome {
     pub end_ns: u64,
     #[serde(flatten)]
     pub measured: Measured,
+    #[serde(flatten)]
+    pub injected: Injected,
     pub contamination: Contamination,
 }
 
@@ -93,6 +110,15 @@ pub struct Measured {
     pub requests: Option<RequestStats>,
     /// cpu.stat delta of the requests' cgroup, read at start and end by the scenario.
     pub cpu_stat: Option<CpuStatDelta>,
+}
+
+/// What the stall scenarios (slow-syscall, ksoftirqd) measured besides `Measured`.
+#[derive(Debug, Default, Serialize)]
+pub struct Injected {
+    /// slow-syscall: the culprit's calls as it timed them.
+    pub slow_syscall: Option<slow_syscall::Truth>,
+    /// ksoftirqd: the hog's bursts, the flood and CPU 1's softnet counters.
+    pub ksoftirqd: Option<ksoftirqd::Truth>,
 }
 
 /// The cgroups a scenario ran threads in, relative to the cpu hierarchy root ("/stalltop_victim").
@@ -134,6 +160,32 @@ impl Outcome {
                 l.count,
                 ms(l.p50_ns),
                 ms(l.max_ns)
+            ));
+        }
+        if let Some(truth) = &self.injected.slow_syscall {
+            for call in &truth.calls {
+                parts.push(format!(
+                    "{} {} ms (on-CPU {})",
+                    call.syscall,
+                    ms(call.wall_ns),
+                    ms(call.oncpu_ns)
+                ));
+            }
+            parts.push(format!(
+                "{} fadvise64 p50/max {}/{} ms",
+                truth.fadvise.wall.count,
+                ms(truth.fadvise.wall.p50_ns),
+                ms(truth.fadvise.wall.max_ns)
+            ));
+        }
+        if let Some(truth) = &self.injected.ksoftirqd {
+            let interrupted: u64 = truth.bursts.iter().map(|b| b.interrupted_ns).sum();
+            parts.push(format!(
+                "{} bursts, hog interrupted {} ms; {} packets sent, CPU 1 processed {}",
+                truth.bursts.len(),
+                ms(interrupted),
+                truth.flood.sent,
+                truth.softnet.processed
             ));
         }
         if let Some(stat) = &self.measured.cpu_stat {
@@ -180,14 +232,33 @@ impl CpuStatDelta {
 
 pub fn main(args: &Args) -> Result<()> {
     interrupt::install()?;
-    let outcome = run(args.name, args.duration)?;
+    let outcome = run(args.name, args.duration, || Ok(()))?;
     println!("{}", serde_json::to_string_pretty(&outcome)?);
     Ok(())
 }
 
-/// Runs one scenario to completion in this process; every thread is joined and every cgroup
-/// removed before it returns, on success, error, panic or SIGINT/SIGTERM alike.
-pub fn run(name: Name, duration: Duration) -> Result<Outcome> {
+/// What a scenario builds before its window opens (slow to build, so kept out of a recording).
+enum Fixture {
+    None,
+    SlowSyscall(slow_syscall::Fixture),
+    Ksoftirqd(ksoftirqd::Fixture),
+}
+
+impl Fixture {
+    fn prepare(name: Name) -> Result<Self> {
+        Ok(match name {
+            Name::NoisyNeighbour | Name::Throttle | Name::Quiet => Fixture::None,
+            Name::SlowSyscall => Fixture::SlowSyscall(slow_syscall::Fixture::prepare()?),
+            Name::Ksoftirqd => Fixture::Ksoftirqd(ksoftirqd::Fixture::prepare()?),
+        })
+    }
+}
+
+/// Runs one scenario to completion in this process; every thread is joined and every cgroup,
+/// file and netns removed before it returns, on success, error, panic or SIGINT/SIGTERM alike.
+/// `ready` is called once the scenario's fixture is built, just before the window opens
+/// (`scenario-tests` starts stalltop there).
+pub fn run(name: Name, duration: Duration, ready: impl FnOnce() -> Result<()>) -> Result<Outcome> {
     ensure!(
         (MIN_DURATION..=MAX_DURATION).contains(&duration),
         "scenario duration {duration:?} is outside {MIN_DURATION:?}..={MAX_DURATION:?}"
@@ -200,14 +271,27 @@ pub fn run(name: Name, duration: Duration) -> Result<Outcome> {
     );
     task::ensure_cpu_allowed(CPU)?;
     let _lock = cgroup::ScenarioLock::acquire()?;
+    let fixture = Fixture::prepare(name)?;
+    if interrupt::requested() {
+        bail!("scenario {name} interrupted by a signal while building its fixture (removed)");
+    }
+    ready()?;
     let before = host::Before::take()?;
     eprintln!("scenario {name}: {duration:?} on CPU {CPU}");
     let window = Window::open(CPU, duration);
-    let measured = match name {
-        Name::NoisyNeighbour => noisy_neighbour::run(&window),
-        Name::Throttle => throttle::run(&window),
-        Name::Quiet => quiet::run(&window),
-    }?;
+    let (measured, injected) = match fixture {
+        Fixture::None => (
+            match name {
+                Name::NoisyNeighbour => noisy_neighbour::run(&window),
+                Name::Throttle => throttle::run(&window),
+                Name::Quiet => quiet::run(&window),
+                Name::SlowSyscall | Name::Ksoftirqd => unreachable!("{name} has a fixture"),
+            }?,
+            Injected::default(),
+        ),
+        Fixture::SlowSyscall(fixture) => slow_syscall::run(&window, fixture)?,
+        Fixture::Ksoftirqd(fixture) => ksoftirqd::run(&window, fixture)?,
+    };
     let end_ns = task::monotonic_ns();
     if interrupt::requested() {
         bail!("scenario {name} interrupted by a signal (threads stopped, cgroups removed)");
@@ -219,6 +303,7 @@ pub fn run(name: Name, duration: Duration) -> Result<Outcome> {
         start_ns: window.start_ns(),
         end_ns,
         measured,
+        injected,
         contamination: before.contamination(window.spawned())?,
     };
     eprintln!("scenario {name}: {}", outcome.summary());

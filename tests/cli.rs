@@ -1,0 +1,291 @@
+//! The real binary as a user runs it: help, bad input, missing privileges,
+//! BTF or tracefs (in private mount namespaces), recording until SIGTERM or
+//! SIGKILL, reports of damaged files, and nothing left attached. Needs root
+//! (CI runs as root).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const STALLTOP: &str = env!("CARGO_BIN_EXE_stalltop");
+
+/// Tests that load probes check what is left attached: one at a time.
+static PROBES: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    PROBES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "these tests load BPF programs: run them as root (CI does)"
+    );
+}
+
+fn stalltop(args: &[&str]) -> Output {
+    Command::new(STALLTOP).args(args).output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A user-facing failure: one line, the given exit code, no Rust panic or
+/// libbpf dump.
+fn assert_clean_failure(out: &Output, code: i32, says: &str) {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
+    assert!(stderr.contains(says), "stderr lacks {says:?}: {stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("libbpf:"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.trim().lines().count(),
+        1,
+        "one line expected: {stderr}"
+    );
+}
+
+/// Ids of the stalltop programs loaded on the machine now.
+fn stalltop_program_ids() -> BTreeSet<u64> {
+    let out = Command::new("bpftool")
+        .args(["prog", "show", "-j"])
+        .output()
+        .unwrap();
+    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    progs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["name"].as_str().is_some_and(|n| {
+                n.starts_with("btf_") || n.starts_with("raw_") || n == "cpu_sample"
+            })
+        })
+        .filter_map(|p| p["id"].as_u64())
+        .collect()
+}
+
+/// Programs that appeared since `before` and are still loaded: what a run
+/// of ours left behind (waits up to 5 s for a killed process's fds to go).
+fn left_behind(before: &BTreeSet<u64>) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<u64> = stalltop_program_ids().difference(before).copied().collect();
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn report_json(path: &Path) -> serde_json::Value {
+    let out = stalltop(&["report", path.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "report: {}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn help_teaches_with_examples() {
+    let out = stalltop(&["--help"]);
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for needle in [
+        "record",
+        "report",
+        "Examples:",
+        "500us, 2ms, 10s, 5m",
+        "--threshold",
+    ] {
+        assert!(help.contains(needle), "help lacks {needle:?}:\n{help}");
+    }
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    let out = stalltop(&["record"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--output"));
+    let out = stalltop(&["record", "-o", "/tmp/x.stl", "--duration", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("has no unit"));
+    let out = stalltop(&["--threshold", "100us", "record", "-o", "/tmp/x.stl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("1ms minimum"));
+}
+
+#[test]
+fn without_privileges_it_says_to_run_as_root() {
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", STALLTOP])
+        .args(["record", "-o", "/tmp/stalltop-noroot.stl", "-d", "1s"])
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, 3, "run stalltop as root");
+    assert!(!Path::new("/tmp/stalltop-noroot.stl").exists());
+}
+
+#[test]
+fn without_kernel_btf_it_names_the_kernel_option() {
+    require_root();
+    // A private mount namespace where /sys/kernel/btf is an empty tmpfs.
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs none /sys/kernel/btf && exec {STALLTOP} record -o /tmp/stalltop-nobtf.stl -d 1s"
+        ))
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, 4, "CONFIG_DEBUG_INFO_BTF");
+}
+
+#[test]
+fn tracefs_is_mounted_when_missing_or_named_when_it_cannot_be() {
+    require_root();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.stl");
+    // Unmounted and mountable: stalltop mounts it and records.
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c"])
+        .arg(format!(
+            "umount -l /sys/kernel/tracing; {STALLTOP} record -o {} -d 1s && test -d /sys/kernel/tracing/events",
+            file.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Unmounted, and no CAP_SYS_ADMIN to mount it (CAP_BPF and CAP_PERFMON
+    // are enough for the privilege check).
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c"])
+        .arg(format!(
+            "umount -l /sys/kernel/tracing; exec capsh --drop=cap_sys_admin -- -c '{STALLTOP} record -o {} -d 1s'",
+            file.display()
+        ))
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, 5, "mount -t tracefs");
+}
+
+#[test]
+fn record_until_sigterm_writes_a_private_readable_file_and_detaches() {
+    use std::os::unix::fs::PermissionsExt;
+    require_root();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("term.stl");
+    let before = stalltop_program_ids();
+    let mut child = Command::new(STALLTOP)
+        .args(["record", "-o", file.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(2500));
+    assert!(
+        stalltop_program_ids().len() > before.len(),
+        "not attached after 2.5 s"
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("wrote"));
+    assert_eq!(left_behind(&before), Vec::<u64>::new());
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let report = report_json(&file);
+    assert!(
+        report["duration_ns"].as_u64().unwrap() >= 2_000_000_000,
+        "{report}"
+    );
+    assert!(
+        !report["runq"].as_array().unwrap().is_empty(),
+        "no run-queue data: {report}"
+    );
+    assert!(
+        !report["syscalls"].as_array().unwrap().is_empty(),
+        "no syscall data: {report}"
+    );
+}
+
+#[test]
+fn sigkill_loses_at_most_the_last_chunk() {
+    require_root();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kill.stl");
+    let before = stalltop_program_ids();
+    let mut child = Command::new(STALLTOP)
+        .args(["record", "-o", file.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Chunks are flushed every second: after 3.5 s at least two are on disk.
+    thread::sleep(Duration::from_millis(3500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The kernel detaches a killed process's programs once its fds close.
+    assert_eq!(left_behind(&before), Vec::<u64>::new());
+    let report = report_json(&file);
+    let duration = report["duration_ns"].as_u64().unwrap();
+    assert!(
+        duration >= 1_500_000_000,
+        "only {duration} ns survived: {report}"
+    );
+}
+
+#[test]
+fn damaged_recordings_are_read_up_to_the_damage() {
+    require_root();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("whole.stl");
+    let out = stalltop(&["record", "-o", file.to_str().unwrap(), "-d", "3s"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let whole = std::fs::read(&file).unwrap();
+
+    // Cut in the middle of the last chunk: earlier chunks still report.
+    let cut = dir.path().join("cut.stl");
+    std::fs::write(&cut, &whole[..whole.len() - 10]).unwrap();
+    let out = stalltop(&["report", cut.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("damaged at byte"),
+        "{}",
+        text(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["duration_ns"].as_u64().unwrap() > 0);
+
+    // Not a recording at all, or missing: nothing readable, exit 8.
+    let junk = dir.path().join("junk.stl");
+    std::fs::write(&junk, "hello, I am not a recording\n").unwrap();
+    assert_clean_failure(
+        &stalltop(&["report", junk.to_str().unwrap()]),
+        8,
+        "not a stalltop recording",
+    );
+    assert_clean_failure(
+        &stalltop(&["report", "/nonexistent/x.stl"]),
+        8,
+        "/nonexistent/x.stl",
+    );
+}
+
+#[test]
+fn an_unwritable_output_fails_cleanly_and_detaches() {
+    require_root();
+    let _serial = serial();
+    let before = stalltop_program_ids();
+    let out = stalltop(&["record", "-o", "/proc/stalltop/x.stl", "-d", "1s"]);
+    assert_clean_failure(&out, 9, "/proc/stalltop/x.stl");
+    assert_eq!(left_behind(&before), Vec::<u64>::new());
+}

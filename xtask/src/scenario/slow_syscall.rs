@@ -1,0 +1,515 @@
+//! Slow syscalls (CASES.md cases 1, 2 and 5; repro.md B): a thread named `culprit`, pinned to
+//! CPU 1 next to the 1 ms victim, makes long in-kernel calls on known files, one every
+//! `SPACING_NS`: read of `/proc/<pid>/smaps` while 2 GB of 4 KiB pages are mapped, munmap of those
+//! 2 GB, getdents64 with a 4 MiB buffer over a directory of 120k entries, write of
+//! `memory.force_empty` over thousands of zombie memory cgroups, then posix_fadvise(DONTNEED) on a
+//! 1 GB cached file and glog-style appends each followed by fadvise (case 5: cheap on 6.18, so it
+//! feeds the syscall table, not a duration check). The culprit times each call itself (wall and
+//! its own CPU clock). Everything slow to build (memory, directory, zombies, cached file) is built
+//! before the window opens, and removed when the fixture drops.
+
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::thread;
+
+use anyhow::{bail, ensure, Context, Result};
+use serde::Serialize;
+
+use super::cgroup::CpuCgroup;
+use super::memcg::{self, Zombies};
+use super::setup;
+use super::stats::Percentiles;
+use super::task::{self, Window};
+use super::victim_log::{self, Late};
+use super::{victim, Cgroups, Injected, Measured, CPU};
+
+pub const COMM: &str = "culprit";
+/// v1 cpu cgroup of the culprit (default weight, like the victim's).
+pub const CGROUP: &str = "stalltop_culprit";
+
+/// Anonymous memory mapped (4 KiB pages) for the smaps read and the munmap.
+const MAPPED_BYTES: usize = 2 << 30;
+/// Entries of the getdents64 directory: with 7-byte names a dirent takes 32 bytes, so all of
+/// them (and "." and "..") fit in one 4 MiB buffer; the call after it returns 0 at once.
+const DIR_ENTRIES: usize = 120_000;
+const GETDENTS_BUFFER: usize = 4 << 20;
+/// Zombie memory cgroups for force_empty to reclaim.
+const ZOMBIES: usize = 4_000;
+/// The cached file dropped by the first fadvise.
+const CACHED_FILE_BYTES: usize = 1 << 30;
+const WRITE_CHUNK: usize = 1 << 20;
+/// glog: this many 4 KiB appends, each followed by fadvise(DONTNEED) of the whole file.
+const GLOG_APPENDS: usize = 200;
+const GLOG_APPEND_BYTES: usize = 4096;
+/// The smaps reads use a buffer this big (the kernel returns about a page per read anyway).
+const READ_BUFFER: usize = 64 * 1024;
+/// The victim settles this long before the first call.
+const FIRST_CALL_NS: u64 = 300_000_000;
+/// Calls start this far apart, so stalls around one do not merge with the next.
+const SPACING_NS: u64 = 400_000_000;
+/// The calls and the glog loop need this much of the window.
+const MIN_WINDOW_NS: u64 = FIRST_CALL_NS + 5 * SPACING_NS;
+
+/// Where the directory of many entries lives: tmpfs, because ext4 caps hard links at 65000 and
+/// making 120k inodes there takes seconds; the cost of the call is the walk and the copy-out.
+const DIR_PARENT: &str = "/dev/shm";
+const DIR_NAME: &str = "stalltop-getdents";
+/// Under the temporary directory (a disk file system: reclaimable page cache).
+const FILES_NAME: &str = "stalltop-slow-syscall";
+
+/// Built before the window: removed (memory unmapped, zombies released, files deleted) on drop.
+pub struct Fixture {
+    mapping: Mapping,
+    /// Before `files`: the zombies' page cache lives in files under it.
+    zombies: Zombies,
+    dir: Scratch,
+    files: Scratch,
+    cached_file: PathBuf,
+    memory_cgroups_before: u64,
+    memory_cgroups_with_zombies: u64,
+}
+
+/// A directory this run made, removed with its contents on drop.
+struct Scratch {
+    path: PathBuf,
+}
+
+/// Anonymous memory in 4 KiB pages, populated; unmapped on drop unless the culprit already did.
+struct Mapping {
+    addr: usize,
+    len: usize,
+    unmapped: std::sync::atomic::AtomicBool,
+}
+
+/// One timed call of the culprit.
+#[derive(Clone, Debug, Serialize)]
+pub struct Call {
+    pub syscall: &'static str,
+    /// The file the call works on, as the kernel names it; None for munmap.
+    pub path: Option<String>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub wall_ns: u64,
+    /// The culprit's own CPU clock across the call (softirqs that interrupted it included).
+    pub oncpu_ns: u64,
+    /// Other calls of the same syscall on the same file (the rest of a read loop), all fast.
+    pub others: usize,
+    pub others_max_wall_ns: u64,
+    /// The victim's worst lateness among wake-ups due during the call (0: none over 1 ms).
+    pub victim_late_ns: u64,
+}
+
+/// The fadvise64 calls: one on the whole cached file, then one after each glog append.
+#[derive(Debug, Serialize)]
+pub struct Fadvise {
+    pub path: String,
+    pub wall: Percentiles,
+    pub oncpu_max_ns: u64,
+    pub cached_bytes: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ZombieCount {
+    pub made: usize,
+    /// /proc/cgroups memory num_cgroups: before, with the zombies, after the culprit's
+    /// force_empty (the kernel frees the cgroups asynchronously after their pages).
+    pub memory_cgroups_before: u64,
+    pub memory_cgroups_with_zombies: u64,
+    pub memory_cgroups_after: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Truth {
+    pub comm: &'static str,
+    pub pid: u32,
+    pub tid: u32,
+    pub cgroup: String,
+    /// The long calls, in order.
+    pub calls: Vec<Call>,
+    pub fadvise: Fadvise,
+    pub zombies: ZombieCount,
+    /// The victim's wake-ups at least 1 ms late.
+    pub victim_late: Vec<Late>,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Err(err) = fs::remove_dir_all(&self.path) {
+            eprintln!("warning: {} was not removed: {err}", self.path.display());
+        }
+    }
+}
+
+impl Scratch {
+    /// Creates `path`, first removing a stale one left by an earlier crashed run.
+    fn create(path: PathBuf) -> Result<Self> {
+        if path.exists() {
+            eprintln!("removing stale {} from an earlier run", path.display());
+            fs::remove_dir_all(&path).with_context(|| format!("rm -r {}", path.display()))?;
+        }
+        fs::create_dir(&path).with_context(|| format!("mkdir {}", path.display()))?;
+        Ok(Scratch { path })
+    }
+}
+
+impl Mapping {
+    /// Maps `len` bytes with huge pages disabled and faults every page in.
+    fn populated(len: usize) -> Result<Self> {
+        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context("mmap the 2 GB region");
+        }
+        let mapping = Mapping {
+            addr: addr as usize,
+            len,
+            unmapped: false.into(),
+        };
+        for (advice, what) in [
+            (libc::MADV_NOHUGEPAGE, "MADV_NOHUGEPAGE"),
+            (libc::MADV_POPULATE_WRITE, "MADV_POPULATE_WRITE"),
+        ] {
+            // SAFETY: the range is exactly the mapping made above, still mapped.
+            if unsafe { libc::madvise(addr, len, advice) } != 0 {
+                return Err(std::io::Error::last_os_error()).context(what);
+            }
+        }
+        Ok(mapping)
+    }
+
+    /// munmap, timed by the caller; at most once.
+    fn unmap(&self) -> Result<()> {
+        if self
+            .unmapped
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            bail!("the region was already unmapped");
+        }
+        // SAFETY: the mapping made by `populated`, unmapped only here (guarded by `unmapped`);
+        // nothing holds references into it.
+        if unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("munmap");
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if !*self.unmapped.get_mut() {
+            let _ = self.unmap();
+        }
+    }
+}
+
+impl Fixture {
+    /// Builds everything on a setup thread pinned to CPU 1 (takes ~5 s).
+    pub fn prepare() -> Result<Self> {
+        let memory_cgroups_before = memcg::memory_cgroups()?;
+        let files = Scratch::create(std::env::temp_dir().join(FILES_NAME))?;
+        let dir = Scratch::create(Path::new(DIR_PARENT).join(DIR_NAME))?;
+        let files_path = files.path.clone();
+        let dir_path = dir.path.clone();
+        eprintln!(
+            "slow-syscall: building {ZOMBIES} zombie memory cgroups, {DIR_ENTRIES} directory \
+             entries, a {} MiB cached file and {} MiB of mapped memory",
+            CACHED_FILE_BYTES >> 20,
+            MAPPED_BYTES >> 20
+        );
+        let (zombies, cached_file, mapping) = setup::on_cpu(CPU, "setup", move || {
+            let zombies = Zombies::make(ZOMBIES, &files_path.join("zombies"))?;
+            let cached_file = write_cached_file(&files_path.join("app.log"))?;
+            make_entries(&dir_path)?;
+            let mapping = Mapping::populated(MAPPED_BYTES)?;
+            Ok((zombies, cached_file, mapping))
+        })?;
+        Ok(Fixture {
+            mapping,
+            zombies,
+            dir,
+            files,
+            cached_file,
+            memory_cgroups_before,
+            memory_cgroups_with_zombies: memcg::memory_cgroups()?,
+        })
+    }
+}
+
+/// Writes and syncs the file fadvise drops, so its pages are cached and clean.
+fn write_cached_file(path: &Path) -> Result<PathBuf> {
+    let mut file = File::create(path).with_context(|| format!("create {}", path.display()))?;
+    let chunk = vec![b'l'; WRITE_CHUNK];
+    for _ in 0..CACHED_FILE_BYTES / WRITE_CHUNK {
+        file.write_all(&chunk)
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    file.sync_all()
+        .with_context(|| format!("fsync {}", path.display()))?;
+    fs::canonicalize(path).with_context(|| format!("canonicalize {}", path.display()))
+}
+
+/// `DIR_ENTRIES` hard links to one empty file.
+fn make_entries(dir: &Path) -> Result<()> {
+    let target = dir.join("target");
+    File::create(&target).with_context(|| format!("create {}", target.display()))?;
+    for i in 0..DIR_ENTRIES - 1 {
+        let link = dir.join(format!("e{i:06}"));
+        fs::hard_link(&target, &link).with_context(|| format!("link {}", link.display()))?;
+    }
+    Ok(())
+}
+
+/// Times `call` on the calling thread.
+fn timed<T>(syscall: &'static str, path: Option<&str>, call: impl FnOnce() -> T) -> (T, Call) {
+    let cpu_before = task::thread_cpu_ns();
+    let start_ns = task::monotonic_ns();
+    let result = call();
+    let end_ns = task::monotonic_ns();
+    let oncpu_ns = task::thread_cpu_ns() - cpu_before;
+    let timing = Call {
+        syscall,
+        path: path.map(str::to_owned),
+        start_ns,
+        end_ns,
+        wall_ns: end_ns - start_ns,
+        oncpu_ns,
+        others: 0,
+        others_max_wall_ns: 0,
+        victim_late_ns: 0,
+    };
+    (result, timing)
+}
+
+/// Of a loop of calls on one file, the slowest, counting the others.
+fn slowest(mut calls: Vec<Call>) -> Result<Call> {
+    ensure!(!calls.is_empty(), "no calls were made");
+    let slowest = (0..calls.len())
+        .max_by_key(|&i| calls[i].wall_ns)
+        .unwrap_or(0);
+    let mut call = calls.swap_remove(slowest);
+    call.others = calls.len();
+    call.others_max_wall_ns = calls.iter().map(|c| c.wall_ns).max().unwrap_or(0);
+    Ok(call)
+}
+
+fn open(path: &Path, flags: libc::c_int) -> Result<OwnedFd> {
+    let name = CString::new(path.as_os_str().as_bytes()).context("path with a NUL byte")?;
+    // SAFETY: a NUL-terminated path; the returned descriptor is owned below.
+    let fd = unsafe { libc::open(name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("open {}", path.display()));
+    }
+    // SAFETY: open returned a new descriptor nobody else owns.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+fn check(rc: libc::c_long, what: &str) -> Result<usize> {
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error()).context(what.to_owned());
+    }
+    Ok(rc as usize)
+}
+
+/// Reads `/proc/<pid>/smaps` to the end; the read that reaches the 2 GB mapping is the slow one.
+fn read_smaps(path: &Path) -> Result<Call> {
+    let fd = open(path, libc::O_RDONLY)?;
+    let text = path.to_string_lossy();
+    let mut buffer = vec![0u8; READ_BUFFER];
+    let mut calls = Vec::new();
+    loop {
+        // SAFETY: `buffer` is writable for its whole length.
+        let (rc, call) = timed("read", Some(&text), || unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                buffer.as_mut_ptr().cast(),
+                buffer.len(),
+            )
+        });
+        let n = check(rc as libc::c_long, "read smaps")?;
+        calls.push(call);
+        if n == 0 {
+            break;
+        }
+    }
+    slowest(calls)
+}
+
+/// getdents64 with a 4 MiB buffer until the directory is exhausted.
+fn list_directory(path: &Path) -> Result<Call> {
+    let fd = open(path, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    let text = path.to_string_lossy();
+    let mut buffer = vec![0u8; GETDENTS_BUFFER];
+    let mut calls = Vec::new();
+    loop {
+        // SAFETY: getdents64 writes at most `buffer.len()` bytes into `buffer`.
+        let (rc, call) = timed("getdents64", Some(&text), || unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                fd.as_raw_fd(),
+                buffer.as_mut_ptr(),
+                buffer.len(),
+            )
+        });
+        let n = check(rc, "getdents64")?;
+        calls.push(call);
+        if n == 0 {
+            break;
+        }
+    }
+    slowest(calls)
+}
+
+fn force_empty(path: &Path) -> Result<Call> {
+    let fd = open(path, libc::O_WRONLY)?;
+    let text = path.to_string_lossy();
+    // SAFETY: writes one byte from a static buffer.
+    let (rc, call) = timed("write", Some(&text), || unsafe {
+        libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1)
+    });
+    check(rc as libc::c_long, "write memory.force_empty")?;
+    Ok(call)
+}
+
+/// fadvise(DONTNEED) on the whole cached file, then glog's append + fadvise loop.
+fn fadvise(path: &Path, window: &Window) -> Result<(Call, Fadvise)> {
+    let fd = open(path, libc::O_WRONLY | libc::O_APPEND)?;
+    let text = path.to_string_lossy();
+    let dontneed = |fd: &OwnedFd| {
+        // SAFETY: plain integer arguments on a descriptor we own.
+        unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }
+    };
+    let (rc, drop_call) = timed("fadvise64", Some(&text), || dontneed(&fd));
+    ensure!(
+        rc == 0,
+        "posix_fadvise: {}",
+        std::io::Error::from_raw_os_error(rc)
+    );
+    let mut walls = vec![drop_call.wall_ns];
+    let mut oncpu_max_ns = drop_call.oncpu_ns;
+    let line = [b'g'; GLOG_APPEND_BYTES];
+    for _ in 0..GLOG_APPENDS {
+        if window.cancelled() {
+            break;
+        }
+        // SAFETY: writes `line`, a live buffer of that length.
+        let written = unsafe { libc::write(fd.as_raw_fd(), line.as_ptr().cast(), line.len()) };
+        check(written as libc::c_long, "append to the log")?;
+        let (rc, call) = timed("fadvise64", Some(&text), || dontneed(&fd));
+        ensure!(
+            rc == 0,
+            "posix_fadvise: {}",
+            std::io::Error::from_raw_os_error(rc)
+        );
+        walls.push(call.wall_ns);
+        oncpu_max_ns = oncpu_max_ns.max(call.oncpu_ns);
+    }
+    let summary = Fadvise {
+        path: text.into_owned(),
+        wall: Percentiles::of(walls),
+        oncpu_max_ns,
+        cached_bytes: CACHED_FILE_BYTES,
+    };
+    Ok((drop_call, summary))
+}
+
+/// The culprit's calls, one every `SPACING_NS`, on the calling (pinned) thread.
+fn culprit(window: &Window, fixture: &Fixture) -> Result<(Vec<Call>, Fadvise, u32)> {
+    let tid = setup::gettid();
+    let smaps = PathBuf::from(format!("/proc/{}/smaps", std::process::id()));
+    let mut calls = Vec::new();
+    let mut at = window.start_ns() + FIRST_CALL_NS;
+    let mut next_slot = |window: &Window| -> Result<bool> {
+        task::sleep_until(window, at)?;
+        at += SPACING_NS;
+        Ok(!window.cancelled())
+    };
+    if next_slot(window)? {
+        calls.push(read_smaps(&smaps)?);
+    }
+    if next_slot(window)? {
+        let (result, call) = timed("munmap", None, || fixture.mapping.unmap());
+        result?;
+        calls.push(call);
+    }
+    if next_slot(window)? {
+        calls.push(list_directory(&fixture.dir.path)?);
+    }
+    if next_slot(window)? {
+        calls.push(force_empty(&fixture.zombies.force_empty_path())?);
+    }
+    if !next_slot(window)? {
+        bail!("cancelled before the fadvise calls");
+    }
+    let (drop_call, summary) = fadvise(&fixture.cached_file, window)?;
+    calls.push(drop_call);
+    Ok((calls, summary, tid))
+}
+
+pub fn run(window: &Window, fixture: Fixture) -> Result<(Measured, Injected)> {
+    let duration_ns = window.deadline_ns() - window.start_ns();
+    ensure!(
+        duration_ns >= MIN_WINDOW_NS,
+        "slow-syscall needs a window of at least {} ms for its calls",
+        MIN_WINDOW_NS / 1_000_000
+    );
+    let victim_cgroup = CpuCgroup::create(victim::CGROUP)?;
+    victim_cgroup.set_shares(victim::SHARES)?;
+    let culprit_cgroup = CpuCgroup::create(CGROUP)?;
+    let (log, (mut calls, fadvise, tid)) = thread::scope(|scope| {
+        let _cancel = window.cancel_on_drop();
+        let victim = window.spawn(scope, victim::COMM, &victim_cgroup, || {
+            victim_log::run(window)
+        })?;
+        let culprit = window.spawn(scope, COMM, &culprit_cgroup, || {
+            culprit(window, &fixture)
+        })?;
+        let calls = culprit.join()?;
+        anyhow::Ok((victim.join()?, calls))
+    })?;
+    for call in &mut calls {
+        call.victim_late_ns = log.worst_due_between(call.start_ns, call.end_ns);
+    }
+    let zombies = ZombieCount {
+        made: fixture.zombies.count(),
+        memory_cgroups_before: fixture.memory_cgroups_before,
+        memory_cgroups_with_zombies: fixture.memory_cgroups_with_zombies,
+        memory_cgroups_after: memcg::memory_cgroups()?,
+    };
+    drop(fixture);
+    let measured = Measured {
+        cgroups: Cgroups {
+            victim: Some(victim_cgroup.path().to_owned()),
+            ..Cgroups::default()
+        },
+        victim: Some(log.stats),
+        ..Measured::default()
+    };
+    let injected = Injected {
+        slow_syscall: Some(Truth {
+            comm: COMM,
+            pid: std::process::id(),
+            tid,
+            cgroup: culprit_cgroup.path().to_owned(),
+            calls,
+            fadvise,
+            zombies,
+            victim_late: log.late,
+        }),
+        ..Injected::default()
+    };
+    Ok((measured, injected))
+}
