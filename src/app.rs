@@ -513,6 +513,10 @@ impl App {
             KeyCode::Backspace => {
                 prompt.text.pop();
             }
+            // Readline's kill-line: start the text over.
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                prompt.text.clear()
+            }
             KeyCode::Char(c) => prompt.text.push(c),
             _ => {}
         }

@@ -14,7 +14,9 @@ pub struct Histogram {
     slots: Vec<u64>,
 }
 
-/// The slot a value falls in (mirror of the BPF `hist_slot`).
+/// The slot a value falls in (mirror of the BPF `hist_slot`; the kernel
+/// fills histograms, so only tests need it here).
+#[cfg(test)]
 pub fn slot_of(value: u64) -> usize {
     if value < 4 {
         return value as usize;
@@ -38,6 +40,7 @@ pub fn slot_range(slot: usize) -> (u64, u64) {
 impl Histogram {
     /// From a kernel slot array (u32 counters), trailing zeros dropped.
     pub fn from_slots<T: Copy + Into<u64>>(slots: &[T]) -> Self {
+        debug_assert!(slots.len() <= SLOTS, "more slots than the BPF layout has");
         let mut slots: Vec<u64> = slots.iter().map(|&c| c.into()).collect();
         while slots.last() == Some(&0) {
             slots.pop();
@@ -45,6 +48,7 @@ impl Histogram {
         Histogram { slots }
     }
 
+    #[cfg(test)]
     pub fn record(&mut self, value: u64) {
         let slot = slot_of(value);
         if self.slots.len() <= slot {

@@ -183,7 +183,7 @@ fn record_until_sigterm_writes_a_private_readable_file_and_detaches() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("term.stl");
     let before = stalltop_program_ids();
-    let mut child = Command::new(STALLTOP)
+    let child = Command::new(STALLTOP)
         .args(["record", "-o", file.to_str().unwrap()])
         .stderr(Stdio::piped())
         .spawn()

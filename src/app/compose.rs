@@ -161,7 +161,7 @@ impl App {
             return vec![
                 Segment::new(format!(" {label}: "), Tone::Key),
                 Segment::plain(format!("{}█", prompt.text)),
-                Segment::new("  Enter apply · Esc cancel", Tone::Dim),
+                Segment::new("  Enter apply · Esc cancel · Ctrl-U clear", Tone::Dim),
             ];
         }
         if let Some(status) = &self.status {

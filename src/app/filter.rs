@@ -28,14 +28,16 @@ pub struct TextFilter {
     pub source: String,
 }
 
-/// What one row offers to a filter. A field the row does not have (None,
-/// or an empty list) does not restrict it: `cpu:1` leaves the containers
-/// table alone, and words leave a row without text (a CPU row) alone.
+/// What one row offers to a filter. A field its table does not have
+/// (None) does not restrict it: `cpu:1` leaves the containers table alone,
+/// and words leave a row without text (a CPU row) alone. A field the table
+/// has but the row lacks (an empty list: a stall nobody was seen causing)
+/// matches no term on it.
 #[derive(Default)]
 pub struct RowText<'a> {
-    pub comm: Vec<&'a str>,
-    pub container: Vec<&'a str>,
-    pub path: Vec<&'a str>,
+    pub comm: Option<Vec<&'a str>>,
+    pub container: Option<Vec<&'a str>>,
+    pub path: Option<Vec<&'a str>>,
     pub cpu: Option<u32>,
     /// Other words bare terms may hit (syscall names, kinds).
     pub other: Vec<&'a str>,
@@ -78,16 +80,24 @@ impl TextFilter {
     pub fn matches(&self, row: &RowText<'_>) -> bool {
         let hit =
             |values: &[&str], text: &str| values.iter().any(|v| v.to_lowercase().contains(text));
+        let field = |values: &Option<Vec<&str>>, text: &str| {
+            values.as_ref().is_none_or(|values| hit(values, text))
+        };
+        let fields = [&row.comm, &row.container, &row.path];
+        let has_text = fields.iter().any(|f| f.is_some()) || !row.other.is_empty();
+        let texts: Vec<&str> = fields
+            .into_iter()
+            .flatten()
+            .flatten()
+            .chain(&row.other)
+            .copied()
+            .collect();
         self.terms.iter().all(|term| match term.field {
-            Some(Field::Comm) => row.comm.is_empty() || hit(&row.comm, &term.text),
-            Some(Field::Container) => row.container.is_empty() || hit(&row.container, &term.text),
-            Some(Field::Path) => row.path.is_empty() || hit(&row.path, &term.text),
+            Some(Field::Comm) => field(&row.comm, &term.text),
+            Some(Field::Container) => field(&row.container, &term.text),
+            Some(Field::Path) => field(&row.path, &term.text),
             Some(Field::Cpu) => row.cpu.is_none_or(|cpu| cpu.to_string() == term.text),
-            None => {
-                let fields = [&row.comm, &row.container, &row.path, &row.other];
-                fields.iter().all(|values| values.is_empty())
-                    || fields.iter().any(|values| hit(values, &term.text))
-            }
+            None => !has_text || hit(&texts, &term.text),
         })
     }
 }
@@ -138,8 +148,8 @@ mod tests {
 
     fn row<'a>(comm: &'a str, container: &'a str, cpu: Option<u32>) -> RowText<'a> {
         RowText {
-            comm: vec![comm],
-            container: vec![container],
+            comm: Some(vec![comm]),
+            container: Some(vec![container]),
             cpu,
             ..RowText::default()
         }
@@ -153,10 +163,23 @@ mod tests {
         assert!(!f.matches(&row("victim", "/v", Some(1))));
         // a container row has no cpu and no comm: only the fields it has count
         let container_row = RowText {
-            container: vec!["/noisy"],
+            container: Some(vec!["/noisy"]),
             ..RowText::default()
         };
         assert!(f.matches(&container_row));
+        // A stall nobody was seen causing has no comm to match.
+        let nobody = RowText {
+            comm: Some(vec![]),
+            cpu: Some(1),
+            ..RowText::default()
+        };
+        assert!(!f.matches(&nobody));
+        assert!(!TextFilter::parse("hog").unwrap().matches(&nobody));
+        let cpu_row = RowText {
+            cpu: Some(1),
+            ..RowText::default()
+        };
+        assert!(TextFilter::parse("hog cpu:1").unwrap().matches(&cpu_row));
         let bare = TextFilter::parse("noisy").unwrap();
         assert!(bare.matches(&row("hog", "/noisy", None)));
         assert!(!bare.matches(&row("hog", "/v", None)));

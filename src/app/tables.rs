@@ -187,7 +187,7 @@ impl Rows {
             .into_iter()
             .filter(|c| {
                 s.filter.matches(&RowText {
-                    container: vec![&c.container, &c.cgroup],
+                    container: Some(vec![&c.container, &c.cgroup]),
                     ..RowText::default()
                 })
             })
@@ -214,8 +214,8 @@ impl Rows {
                 s.cpus.contains(t.cpu)
                     && t.wait_ns >= s.threshold_ns
                     && s.filter.matches(&RowText {
-                        comm: t.culprit.iter().map(|c| c.comm.as_str()).collect(),
-                        container: t.culprit.iter().map(|c| c.container.as_str()).collect(),
+                        comm: Some(t.culprit.iter().map(|c| c.comm.as_str()).collect()),
+                        container: Some(t.culprit.iter().map(|c| c.container.as_str()).collect()),
                         cpu: Some(t.cpu),
                         ..RowText::default()
                     })
@@ -290,25 +290,31 @@ pub fn culprit_key(row: &CulpritRow) -> String {
 fn stall_text(stall: &StallRow) -> RowText<'_> {
     let culprit = stall.culprit.as_ref();
     RowText {
-        comm: stall
-            .waited
-            .comm
-            .as_deref()
-            .into_iter()
-            .chain(culprit.map(|c| c.comm.as_str()))
-            .collect(),
-        container: stall
-            .waited
-            .cgroup
-            .as_deref()
-            .into_iter()
-            .chain(culprit.map(|c| c.container.as_str()))
-            .chain(culprit.map(|c| c.cgroup.as_str()))
-            .collect(),
-        path: culprit
-            .and_then(|c| c.path.as_deref())
-            .into_iter()
-            .collect(),
+        comm: Some(
+            stall
+                .waited
+                .comm
+                .as_deref()
+                .into_iter()
+                .chain(culprit.map(|c| c.comm.as_str()))
+                .collect(),
+        ),
+        container: Some(
+            stall
+                .waited
+                .cgroup
+                .as_deref()
+                .into_iter()
+                .chain(culprit.map(|c| c.container.as_str()))
+                .chain(culprit.map(|c| c.cgroup.as_str()))
+                .collect(),
+        ),
+        path: Some(
+            culprit
+                .and_then(|c| c.path.as_deref())
+                .into_iter()
+                .collect(),
+        ),
         cpu: Some(stall.cpu),
         other: [Some(stall.kind), stall.waited.softirq]
             .into_iter()
@@ -320,9 +326,9 @@ fn stall_text(stall: &StallRow) -> RowText<'_> {
 
 fn culprit_text(row: &CulpritRow) -> RowText<'_> {
     RowText {
-        comm: vec![&row.comm],
-        container: vec![&row.container],
-        path: row.path.as_deref().into_iter().collect(),
+        comm: Some(vec![&row.comm]),
+        container: Some(vec![&row.container]),
+        path: Some(row.path.as_deref().into_iter().collect()),
         cpu: None,
         other: row.syscall.as_deref().into_iter().collect(),
     }
@@ -330,8 +336,8 @@ fn culprit_text(row: &CulpritRow) -> RowText<'_> {
 
 fn syscall_text(row: &SyscallRow) -> RowText<'_> {
     RowText {
-        container: vec![&row.container],
-        path: row.top_paths.iter().map(|p| p.path.as_str()).collect(),
+        container: Some(vec![&row.container]),
+        path: Some(row.top_paths.iter().map(|p| p.path.as_str()).collect()),
         other: vec![&row.syscall],
         ..RowText::default()
     }

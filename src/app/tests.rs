@@ -170,9 +170,15 @@ fn filter_by_comm_narrows_every_pane() {
     assert!(header.contains("filter comm:hog"), "{header}");
 
     press(&mut app, KeyCode::Char('/'));
-    for _ in 0.."comm:hog".len() {
-        press(&mut app, KeyCode::Backspace);
-    }
+    assert!(
+        footer_text(&app).contains("comm:hog█"),
+        "the filter opens as it was"
+    );
+    app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('u'),
+        KeyModifiers::CONTROL,
+    )));
+    assert!(footer_text(&app).contains(": █"), "Ctrl-U clears it");
     type_text(&mut app, "cpu:x");
     press(&mut app, KeyCode::Enter);
     assert!(

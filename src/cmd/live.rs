@@ -100,8 +100,10 @@ pub async fn run_loop(
     let mut drawn = None;
     loop {
         if drawn != Some(app.version()) {
+            let t = std::time::Instant::now();
             tui.draw(|frame| ui::render(frame, app))
                 .map_err(Failure::io)?;
+            tracing::info!("TIMING draw {:?}", t.elapsed());
             drawn = Some(app.version());
         }
         if app.quitting() {
@@ -114,14 +116,23 @@ pub async fn run_loop(
                     None => None,
                 }
             }, if entries.is_some() => match entry {
-                Some(entry) => app.update(Msg::Entry(entry)),
+                Some(entry) => {
+                    let t = std::time::Instant::now();
+                    app.update(Msg::Entry(entry));
+                    tracing::info!("TIMING entry {:?}", t.elapsed());
+                }
                 None => {
                     return Err(Failure::Other(
                         "the probes stopped on their own; run with --log FILE to see why".into(),
                     ))
                 }
             },
-            _ = tick.tick() => app.update(Msg::Tick { now_ns: host::monotonic_ns() }),
+            _ = tick.tick() => {
+                let t = std::time::Instant::now();
+                let v = app.version();
+                app.update(Msg::Tick { now_ns: host::monotonic_ns() });
+                if v != app.version() { tracing::info!("TIMING refresh {:?}", t.elapsed()); }
+            }
             event = input.next() => match event {
                 Some(Ok(Event::Key(key))) => app.update(Msg::Key(key)),
                 Some(Ok(Event::Mouse(mouse))) => app.update(Msg::Mouse(mouse)),

@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 
 pub use culprits::{path_pattern, CulpritRow};
 pub use report::Report;
-pub use stalls::{Culprit, Stall, StallKind};
+pub use stalls::{Stall, StallKind};
 
 use crate::event::{self, Event, RunqWait, SlowSyscall};
 use crate::stream::{Entry, Header, KernelSnapshot};

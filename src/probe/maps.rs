@@ -102,7 +102,7 @@ fn read_stolen(skel: &StalltopSkel<'_>) -> Vec<SoftirqStolen> {
                 count: per_cpu.iter().map(|v| v.count).sum(),
             })
             .collect();
-    out.sort_by(|a, b| b.ns.cmp(&a.ns));
+    out.sort_by_key(|s| std::cmp::Reverse(s.ns));
     out
 }
 

@@ -347,7 +347,7 @@ fn lost_events(stalltop: &Path, recording: &Path) -> Result<u64> {
 fn median(mut values: Vec<f64>) -> (f64, f64, f64) {
     values.sort_by(f64::total_cmp);
     let mid = values.len() / 2;
-    let med = if values.len() % 2 == 0 {
+    let med = if values.len().is_multiple_of(2) {
         (values[mid - 1] + values[mid]) / 2.0
     } else {
         values[mid]

@@ -8,6 +8,7 @@ mod run;
 mod scenario;
 mod scenario_tests;
 mod test;
+mod tui_test;
 mod vmlinux;
 
 use std::path::Path;
@@ -36,6 +37,8 @@ enum Command {
     Vmlinux,
     /// Measure stalltop's cost: ns per probe invocation, CPU, workload slowdown.
     Bench(bench::Args),
+    /// Drive target/release/stalltop's live view in tmux against a real scenario.
+    TuiTest(tui_test::Args),
 }
 
 /// The cargo workspace this xtask belongs to.
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::ScenarioTests(args) => scenario_tests::main(&args),
         Command::Vmlinux => vmlinux::main(),
         Command::Bench(args) => bench::main(&args),
+        Command::TuiTest(args) => tui_test::main(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

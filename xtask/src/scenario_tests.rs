@@ -135,9 +135,12 @@ fn run_checked(
         let outcome = &recorded.outcome;
         let summary = outcome.summary();
         let contamination = &outcome.contamination;
-        if let Some(reason) =
+        let gaps = irqoff_gaps(&recorded);
+        eprintln!("{name}: attempt {attempt}: {}", gaps.summary());
+        let reason =
             checks::contaminated(contamination.foreign_forks, contamination.loadavg_before)
-        {
+                .or_else(|| vm_contamination(name, outcome, &gaps));
+        if let Some(reason) = reason {
             eprintln!("{name}: attempt {attempt} contaminated ({reason}): result discarded");
             why = reason;
             if attempt <= RETRIES {
@@ -147,8 +150,10 @@ fn run_checked(
             continue;
         }
         let cgroups = &outcome.measured.cgroups;
+        let report = &recorded.report;
         let result = match name {
-            Name::Quiet => checks::quiet(&recorded.report, cgroups),
+            Name::Quiet => checks::quiet(report, cgroups)
+                .and_then(|()| checks::quiet_gaps(report, &gaps, victim_max_late_ns(outcome))),
             Name::NoisyNeighbour => match baseline {
                 Some(baseline) => checks::noisy_neighbour(&recorded.report, baseline, cgroups),
                 None => Err("no quiet baseline".into()),
@@ -157,7 +162,14 @@ fn run_checked(
                 Some(truth) => checks::throttle(&recorded.report, truth),
                 None => Err("the throttle scenario measured no cpu.stat".into()),
             },
-            Name::SlowSyscall | Name::Ksoftirqd => Err("not checked yet".into()),
+            Name::SlowSyscall => match &outcome.injected.slow_syscall {
+                Some(truth) => checks::slow_syscall(report, truth),
+                None => Err("the slow-syscall scenario measured no calls".into()),
+            },
+            Name::Ksoftirqd => match &outcome.injected.ksoftirqd {
+                Some(truth) => checks::ksoftirqd(report, truth, outcome.cpu as u32),
+                None => Err("the ksoftirqd scenario measured no bursts".into()),
+            },
         };
         if name == Name::Quiet {
             *baseline = Some(recorded.report);
@@ -184,6 +196,51 @@ fn run_checked(
     })
 }
 
+fn victim_max_late_ns(outcome: &Outcome) -> u64 {
+    outcome
+        .measured
+        .victim
+        .map_or(0, |victim| victim.lateness.max_ns)
+}
+
+/// stalltop's irqs-off gaps on the scenario's CPU while its window was open, judged by the
+/// victim where the scenario has one (without one, every gap counts as possible).
+fn irqoff_gaps(recorded: &Recorded) -> checks::IrqoffGaps<'_> {
+    let outcome = &recorded.outcome;
+    let victim_max = match outcome.measured.victim {
+        Some(victim) => victim.lateness.max_ns,
+        None => u64::MAX / 4,
+    };
+    checks::irqoff_gaps(
+        &recorded.report,
+        outcome.cpu as u32,
+        outcome.start_ns,
+        outcome.start_ns + outcome.duration_ns,
+        victim_max,
+    )
+}
+
+/// Why a run is the VM's rather than stalltop's to answer for: quiet is judged only when no
+/// irqs-off gap the victim allows fell in its window (such a gap is the host stopping the vCPU
+/// and can make anything late); ksoftirqd only with enough bursts the host left alone.
+fn vm_contamination(name: Name, outcome: &Outcome, gaps: &checks::IrqoffGaps) -> Option<String> {
+    match name {
+        Name::Quiet if !gaps.possible.is_empty() => Some(format!(
+            "{} irqs-off/hypervisor gaps on CPU {} in the window (the victim was up to {} us \
+             late)",
+            gaps.possible.len(),
+            outcome.cpu,
+            victim_max_late_ns(outcome) / 1000
+        )),
+        Name::Ksoftirqd => outcome
+            .injected
+            .ksoftirqd
+            .as_ref()
+            .and_then(checks::ksoftirqd_contaminated),
+        _ => None,
+    }
+}
+
 /// One attempt: stalltop records while the scenario runs in this process, then reports.
 fn record(stalltop: &Path, workdir: &Path, name: Name, attempt: u32) -> Result<Recorded> {
     let stem = format!("{name}-{attempt}");
@@ -202,8 +259,7 @@ fn record(stalltop: &Path, workdir: &Path, name: Name, attempt: u32) -> Result<R
                 .arg("record")
                 .arg("-o")
                 .arg(&recording)
-                .args(["--duration", &stalltop_duration(record_for)])
-                .args(record_args(name)),
+                .args(["--duration", &stalltop_duration(record_for)]),
             "stalltop record",
             &workdir.join(format!("{stem}.record.log")),
             None,
@@ -236,14 +292,6 @@ fn record(stalltop: &Path, workdir: &Path, name: Name, attempt: u32) -> Result<R
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("stalltop report {} --json", recording.display()))?;
     Ok(Recorded { outcome, report })
-}
-
-/// Extra `stalltop record` options for a scenario (thresholds its checks rely on).
-fn record_args(name: Name) -> &'static [&'static str] {
-    match name {
-        Name::NoisyNeighbour | Name::Throttle | Name::Quiet | Name::Ksoftirqd => &[],
-        Name::SlowSyscall => &[],
-    }
 }
 
 /// Sleeps for `delay` unless SIGINT/SIGTERM arrives.

@@ -35,7 +35,10 @@ pub fn run(program: &str, args: &[&str]) -> Result<String> {
         .with_context(|| format!("start `{line}`"))?;
     let started = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().with_context(|| format!("wait for `{line}`"))? {
+        if let Some(status) = child
+            .try_wait()
+            .with_context(|| format!("wait for `{line}`"))?
+        {
             break status;
         }
         if started.elapsed() > TIMEOUT {

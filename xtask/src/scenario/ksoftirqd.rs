@@ -3,15 +3,18 @@
 //! packet cost tens of microseconds, so NET_RX saturates CPU 1 while packets flow. A CFS hog in a
 //! cpu cgroup of weight 262144 runs 50 ms bursts on CPU 1. NET_RX then runs inline at irq exits
 //! inside the hog's slices until the kernel defers it to ksoftirqd/1, which waits out the rest of
-//! the burst. Packets flow only from `LEAD_NS` before each burst to its end, so CPU 1 is busy for
-//! about a third of the time (the host stalls a vCPU that stays busy long). The hog times its own
-//! bursts and the time it lost to interrupts; the scenario also reads CPU 1's softnet counters
-//! and ksoftirqd/1's CPU time.
+//! the burst. Packets flow only from `LEAD_NS` before each burst to its end, so CPU 1 is busy
+//! for less than half of the time, in phases of ~100 ms (the host stalls a vCPU that stays busy
+//! long). The hog times its own bursts and the time it lost to interrupts; a watcher on CPU 0
+//! polls when ksoftirqd/1 next runs after each burst; the scenario also reads CPU 1's softnet
+//! counters and steal time and ksoftirqd/1's CPU time.
 
 use std::fs;
 use std::io;
 use std::net::{SocketAddrV4, UdpSocket};
+use std::os::unix::fs::FileExt;
 use std::thread;
+use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
@@ -35,6 +38,8 @@ const BURST_NS: u64 = 50_000_000;
 /// Burst every 200 ms: the hog's duty cycle is 25%.
 const PERIOD_NS: u64 = 200_000_000;
 const FIRST_BURST_NS: u64 = 300_000_000;
+/// The checks judge 10 bursts at least (`checks::MIN_CLEAN_BURSTS`): room for a few stalled.
+const MIN_BURSTS: u64 = 12;
 /// Packets start flowing this long before a burst, so ksoftirqd/1 is already busy (runnable)
 /// when the hog wakes and preempts it.
 const LEAD_NS: u64 = 20_000_000;
@@ -44,13 +49,18 @@ const PACKETS_PER_SEC: u64 = 40_000;
 const BATCH_NS: u64 = 1_000_000;
 const PAYLOAD_BYTES: usize = 64;
 const SINK_PORT: u16 = 9999;
+/// After a burst the flood watches this long for ksoftirqd/1 to run (it drains a full backlog
+/// in ~50 ms; it is normally switched in within 50 us of the burst's end).
+const WATCH_NS: u64 = 60_000_000;
+
 /// bpf_loop iterations per packet: ~35-100 us each (repro.md A).
 const BURN_LOOPS: u32 = 20_000;
 /// A gap between the hog's clock reads longer than this: something else had the CPU.
 const INTERRUPTION_NS: u64 = 2_000;
-/// A gap no softirq explains: net_rx_action stops after netdev_budget_usecs (8 ms here) plus one
-/// 64-packet NAPI batch (~3 ms); anything this long is the host stalling the vCPU.
-pub const VCPU_STALL_NS: u64 = 15_000_000;
+/// A gap no softirq explains: net_rx_action stops after netdev_budget_usecs (8 ms here) plus
+/// one 64-packet NAPI batch (up to ~6 ms at 100 us a packet), measured up to 13 ms; anything this
+/// long is the host stalling the vCPU.
+pub const VCPU_STALL_NS: u64 = 20_000_000;
 
 /// Built before the window: the namespaces with the burner and the sink; removed on drop.
 pub struct Fixture {
@@ -84,6 +94,21 @@ pub struct Burst {
     pub longest_gap_ns: u64,
     /// Gaps of at least `VCPU_STALL_NS`: the host stopped the vCPU.
     pub vcpu_stall_ns: u64,
+    /// ksoftirqd/1's first switch-in after the burst's planned end, as polled from CPU 0.
+    pub ksoftirqd: Switch,
+}
+
+/// What the watcher on CPU 0 saw of ksoftirqd/1 after a burst.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Switch {
+    /// Switched in by `at_ns`, and not yet `within_ns` before it.
+    In { at_ns: u64, within_ns: u64 },
+    /// Not within `WATCH_NS` of the burst's end.
+    NotWithin,
+    /// The watcher itself got to run only after the burst ended (CPU 0 was busy or stalled):
+    /// it could have missed the switch-in.
+    WatcherLate { by_ns: u64 },
 }
 
 /// CPU 1's row of /proc/net/softnet_stat, as a delta.
@@ -115,12 +140,23 @@ pub struct Truth {
     pub flood: Flood,
     pub softnet: Softnet,
     pub ksoftirqd_pid: u32,
-    /// ksoftirqd/1's own CPU time (schedstat) from the window's start until packets drained.
+    /// ksoftirqd/1's own CPU time (schedstat) from the window's start until packets drained;
+    /// time the host stole from the vCPU is not in it (PARAVIRT_TIME_ACCOUNTING).
     pub ksoftirqd_oncpu_ns: u64,
+    /// CPU 1's steal time over the same interval (/proc/stat, in USER_HZ ticks).
+    pub steal_ns: u64,
+    pub steal_tick_ns: u64,
 }
 
 impl Fixture {
-    pub fn prepare() -> Result<Self> {
+    pub fn prepare(duration: Duration) -> Result<Self> {
+        let bursts =
+            (duration.as_nanos() as u64).saturating_sub(FIRST_BURST_NS + BURST_NS) / PERIOD_NS + 1;
+        ensure!(
+            duration.as_nanos() as u64 >= FIRST_BURST_NS + BURST_NS && bursts >= MIN_BURSTS,
+            "the ksoftirqd scenario needs a window of at least {} ms for {MIN_BURSTS} bursts",
+            (FIRST_BURST_NS + (MIN_BURSTS - 1) * PERIOD_NS + BURST_NS) / 1_000_000
+        );
         let scratch = std::env::temp_dir().join("stalltop-ksoftirqd");
         if scratch.exists() {
             fs::remove_dir_all(&scratch)
@@ -153,7 +189,11 @@ fn ksoftirqd_pid(cpu: usize) -> Result<u32> {
     let name = format!("ksoftirqd/{cpu}");
     for entry in fs::read_dir("/proc").context("list /proc")? {
         let entry = entry?;
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if fs::read_to_string(entry.path().join("comm")).is_ok_and(|comm| comm.trim() == name) {
@@ -205,6 +245,29 @@ impl Softnet {
     }
 }
 
+/// Nanoseconds per /proc/stat tick (USER_HZ).
+fn tick_ns() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    1_000_000_000 / hz.max(1) as u64
+}
+
+/// Time the host took from `cpu`'s vCPU (/proc/stat steal column), in ns.
+fn steal_ns(cpu: usize) -> Result<u64> {
+    let text = fs::read_to_string("/proc/stat").context("read /proc/stat")?;
+    let name = format!("cpu{cpu}");
+    let line = text
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(name.as_str()))
+        .with_context(|| format!("/proc/stat has no {name} line"))?;
+    let ticks: u64 = line
+        .split_whitespace()
+        .nth(8)
+        .and_then(|field| field.parse().ok())
+        .with_context(|| format!("/proc/stat: {line:?}"))?;
+    Ok(ticks * tick_ns())
+}
+
 /// The planned start of every burst that ends before the deadline.
 fn schedule(window: &Window) -> Vec<u64> {
     let mut starts = Vec::new();
@@ -233,6 +296,7 @@ fn hog(window: &Window, starts: &[u64]) -> Result<(Vec<Burst>, u32)> {
             interrupted_ns: 0,
             longest_gap_ns: 0,
             vcpu_stall_ns: 0,
+            ksoftirqd: Switch::NotWithin,
         };
         let mut last = start_ns;
         while last < until {
@@ -254,8 +318,69 @@ fn hog(window: &Window, starts: &[u64]) -> Result<(Vec<Burst>, u32)> {
 
 /// The flood, on CPU 0: `PACKETS_PER_SEC` in 1 ms batches from `LEAD_NS` before each burst to
 /// its planned end.
-fn flood(window: &Window, socket: &UdpSocket, starts: &[u64]) -> Result<Flood> {
+/// Watches ksoftirqd/N from another CPU: its schedstat's timeslice count goes up each time it
+/// is switched in.
+struct Watch {
+    file: fs::File,
+}
+
+impl Watch {
+    fn open(pid: u32) -> Result<Self> {
+        let path = format!("/proc/{pid}/schedstat");
+        Ok(Watch {
+            file: fs::File::open(&path).with_context(|| format!("open {path}"))?,
+        })
+    }
+
+    fn switch_ins(&self) -> Result<u64> {
+        let mut buffer = [0u8; 96];
+        let n = self
+            .file
+            .read_at(&mut buffer, 0)
+            .context("read ksoftirqd's schedstat")?;
+        let text = std::str::from_utf8(&buffer[..n]).context("schedstat is not text")?;
+        text.split_whitespace()
+            .nth(2)
+            .and_then(|field| field.parse().ok())
+            .with_context(|| format!("schedstat: {text:?}"))
+    }
+
+    /// Polls from now (before `end_ns`) until ksoftirqd is switched in, at most `WATCH_NS`
+    /// after `end_ns`.
+    fn first_switch_in_after(&self, end_ns: u64) -> Result<Switch> {
+        let before = self.switch_ins()?;
+        let mut previous = task::monotonic_ns();
+        if previous >= end_ns {
+            return Ok(Switch::WatcherLate {
+                by_ns: previous - end_ns,
+            });
+        }
+        while previous < end_ns + WATCH_NS {
+            let count = self.switch_ins()?;
+            let now = task::monotonic_ns();
+            if count != before {
+                return Ok(Switch::In {
+                    at_ns: now,
+                    within_ns: now - previous,
+                });
+            }
+            previous = now;
+        }
+        Ok(Switch::NotWithin)
+    }
+}
+
+/// The flood, on CPU 0: `PACKETS_PER_SEC` in 1 ms batches from `LEAD_NS` before each burst to
+/// its planned end; right after the last batch (~0.8 ms before the end) it watches for
+/// ksoftirqd/1's first switch-in after the burst (for `WATCH_NS` at most).
+fn flood(
+    window: &Window,
+    socket: &UdpSocket,
+    starts: &[u64],
+    ksoftirqd: &Watch,
+) -> Result<(Flood, Vec<Switch>)> {
     setup::pin_current_thread(FLOOD_CPU)?;
+    let mut switch_ins = Vec::with_capacity(starts.len());
     let per_batch = PACKETS_PER_SEC * BATCH_NS / 1_000_000_000;
     let payload = [0u8; PAYLOAD_BYTES];
     let mut totals = Flood {
@@ -269,7 +394,7 @@ fn flood(window: &Window, socket: &UdpSocket, starts: &[u64]) -> Result<Flood> {
         while batch < end {
             task::sleep_until(window, batch)?;
             if window.cancelled() {
-                return Ok(totals);
+                return Ok((totals, switch_ins));
             }
             for _ in 0..per_batch {
                 match socket.send(&payload) {
@@ -285,35 +410,37 @@ fn flood(window: &Window, socket: &UdpSocket, starts: &[u64]) -> Result<Flood> {
             }
             batch += BATCH_NS;
         }
+        switch_ins.push(ksoftirqd.first_switch_in_after(end)?);
     }
-    Ok(totals)
+    Ok((totals, switch_ins))
 }
 
 pub fn run(window: &Window, fixture: Fixture) -> Result<(Measured, Injected)> {
     let starts = schedule(window);
-    ensure!(
-        starts.len() >= 5,
-        "the ksoftirqd scenario needs a window of at least {} ms for 5 bursts",
-        (FIRST_BURST_NS + 4 * PERIOD_NS + BURST_NS) / 1_000_000
-    );
     let hog_cgroup = CpuCgroup::create(HOG_CGROUP)?;
     hog_cgroup.set_shares(HOG_SHARES)?;
     let flood_cgroup = CpuCgroup::create(FLOOD_CGROUP)?;
     let softnet_before = softnet(CPU)?;
     let ksoftirqd_before = oncpu_ns(fixture.ksoftirqd_pid)?;
-    let ((bursts, hog_tid), flood) = thread::scope(|scope| {
+    let steal_before = steal_ns(CPU)?;
+    let watch = Watch::open(fixture.ksoftirqd_pid)?;
+    let ((mut bursts, hog_tid), (flood, switch_ins)) = thread::scope(|scope| {
         let _cancel = window.cancel_on_drop();
         // Window::spawn pins to CPU 1; the flood moves itself to CPU 0 first thing.
         let flood = window.spawn(scope, FLOOD_COMM, &flood_cgroup, || {
-            flood(window, &fixture.flood_socket, &starts)
+            flood(window, &fixture.flood_socket, &starts, &watch)
         })?;
         let hog = window.spawn(scope, hog::COMM, &hog_cgroup, || hog(window, &starts))?;
         anyhow::Ok((hog.join()?, flood.join()?))
     })?;
+    for (burst, seen) in bursts.iter_mut().zip(switch_ins) {
+        burst.ksoftirqd = seen;
+    }
     // The backlog drains within ~50 ms of the last packet.
-    thread::sleep(std::time::Duration::from_millis(200));
+    thread::sleep(Duration::from_millis(200));
     let softnet = softnet(CPU)?.since(softnet_before);
     let ksoftirqd_oncpu_ns = oncpu_ns(fixture.ksoftirqd_pid)?.saturating_sub(ksoftirqd_before);
+    let steal_ns = steal_ns(CPU)?.saturating_sub(steal_before);
     let ksoftirqd_pid = fixture.ksoftirqd_pid;
     drop(fixture);
     if !window.cancelled() {
@@ -343,6 +470,8 @@ pub fn run(window: &Window, fixture: Fixture) -> Result<(Measured, Injected)> {
             softnet,
             ksoftirqd_pid,
             ksoftirqd_oncpu_ns,
+            steal_ns,
+            steal_tick_ns: tick_ns(),
         }),
         ..Injected::default()
     };

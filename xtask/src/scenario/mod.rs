@@ -7,13 +7,13 @@ mod cgroup;
 mod command;
 mod hog;
 mod host;
-mod ksoftirqd;
+pub mod ksoftirqd;
 mod memcg;
 mod netns;
 mod noisy_neighbour;
 mod quiet;
 mod setup;
-mod slow_syscall;
+pub mod slow_syscall;
 mod stats;
 mod task;
 mod throttle;
@@ -33,6 +33,10 @@ use cgroup::{CpuCgroup, CpuStat};
 use host::Contamination;
 use task::Window;
 use victim::VictimStats;
+
+/// For the checks' tests, which build ground truths.
+#[cfg(test)]
+pub use stats::Percentiles;
 
 /// The CPU every scenario thread is pinned to; CPU 0 stays free for the rest of the VM.
 pub const CPU: usize = 1;
@@ -164,11 +168,13 @@ impl Outcome {
         }
         if let Some(truth) = &self.injected.slow_syscall {
             for call in &truth.calls {
+                let slowest = call.slowest();
                 parts.push(format!(
-                    "{} {} ms (on-CPU {})",
+                    "{} {} ms (on-CPU {}, runq {})",
                     call.syscall,
-                    ms(call.wall_ns),
-                    ms(call.oncpu_ns)
+                    ms(slowest.wall_ns),
+                    ms(slowest.oncpu_ns),
+                    ms(slowest.runq_wait_ns)
                 ));
             }
             parts.push(format!(
@@ -245,11 +251,11 @@ enum Fixture {
 }
 
 impl Fixture {
-    fn prepare(name: Name) -> Result<Self> {
+    fn prepare(name: Name, duration: Duration) -> Result<Self> {
         Ok(match name {
             Name::NoisyNeighbour | Name::Throttle | Name::Quiet => Fixture::None,
-            Name::SlowSyscall => Fixture::SlowSyscall(slow_syscall::Fixture::prepare()?),
-            Name::Ksoftirqd => Fixture::Ksoftirqd(ksoftirqd::Fixture::prepare()?),
+            Name::SlowSyscall => Fixture::SlowSyscall(slow_syscall::Fixture::prepare(duration)?),
+            Name::Ksoftirqd => Fixture::Ksoftirqd(ksoftirqd::Fixture::prepare(duration)?),
         })
     }
 }
@@ -257,7 +263,7 @@ impl Fixture {
 /// Runs one scenario to completion in this process; every thread is joined and every cgroup,
 /// file and netns removed before it returns, on success, error, panic or SIGINT/SIGTERM alike.
 /// `ready` is called once the scenario's fixture is built, just before the window opens
-/// (`scenario-tests` starts stalltop there).
+/// (`scenario-tests` starts stalltop there, so the build stays out of the recording).
 pub fn run(name: Name, duration: Duration, ready: impl FnOnce() -> Result<()>) -> Result<Outcome> {
     ensure!(
         (MIN_DURATION..=MAX_DURATION).contains(&duration),
@@ -271,7 +277,7 @@ pub fn run(name: Name, duration: Duration, ready: impl FnOnce() -> Result<()>) -
     );
     task::ensure_cpu_allowed(CPU)?;
     let _lock = cgroup::ScenarioLock::acquire()?;
-    let fixture = Fixture::prepare(name)?;
+    let fixture = Fixture::prepare(name, duration)?;
     if interrupt::requested() {
         bail!("scenario {name} interrupted by a signal while building its fixture (removed)");
     }

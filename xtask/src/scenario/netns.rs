@@ -74,7 +74,10 @@ impl Side {
 impl NetPair {
     /// Creates the pair with addresses and steers the receiving end's RX to `rps_cpu`.
     pub fn create(rps_cpu: usize) -> Result<Self> {
-        command::require("ip", "the ksoftirqd scenario builds its netns with iproute2")?;
+        command::require(
+            "ip",
+            "the ksoftirqd scenario builds its netns with iproute2",
+        )?;
         for netns in [TX_NETNS, RX_NETNS] {
             if netns_path(netns).exists() {
                 eprintln!("removing stale netns {netns} from an earlier run");
@@ -107,12 +110,14 @@ impl NetPair {
     /// Compiles the burner with `loops` iterations in `scratch` and attaches it to the receiving
     /// end's ingress.
     pub fn add_rx_cost(&mut self, loops: u32, scratch: &Path) -> Result<()> {
-        command::require("clang", "the per-packet cost is a tc-bpf program built at run time")?;
+        command::require(
+            "clang",
+            "the per-packet cost is a tc-bpf program built at run time",
+        )?;
         command::require("tc", "the per-packet cost is attached with tc (iproute2)")?;
         let source = scratch.join("burn.bpf.c");
         let object = scratch.join("burn.bpf.o");
-        fs::write(&source, BURNER_SOURCE)
-            .with_context(|| format!("write {}", source.display()))?;
+        fs::write(&source, BURNER_SOURCE).with_context(|| format!("write {}", source.display()))?;
         let include = format!("-I/usr/include/{}-linux-gnu", std::env::consts::ARCH);
         let loops = format!("-DLOOPS={loops}");
         command::run(

@@ -2,19 +2,23 @@
 //! CPU 1 next to the 1 ms victim, makes long in-kernel calls on known files, one every
 //! `SPACING_NS`: read of `/proc/<pid>/smaps` while 2 GB of 4 KiB pages are mapped, munmap of those
 //! 2 GB, getdents64 with a 4 MiB buffer over a directory of 120k entries, write of
-//! `memory.force_empty` over thousands of zombie memory cgroups, then posix_fadvise(DONTNEED) on a
-//! 1 GB cached file and glog-style appends each followed by fadvise (case 5: cheap on 6.18, so it
-//! feeds the syscall table, not a duration check). The culprit times each call itself (wall and
-//! its own CPU clock). Everything slow to build (memory, directory, zombies, cached file) is built
-//! before the window opens, and removed when the fixture drops.
+//! `memory.force_empty` over thousands of zombie memory cgroups; and a second `culprit` thread
+//! makes posix_fadvise(DONTNEED) on a 1 GB cached file, then glog-style appends each followed by
+//! fadvise (case 5, whose contention does not reproduce on 6.18: it feeds the syscall table and
+//! its latency distribution). Each thread times its own calls (wall, CPU clock, time runnable,
+//! switches). Everything slow to build (memory, directory, zombies, cached file) is built before
+//! the window opens, and removed when the fixture drops.
 
 use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
+use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
@@ -30,6 +34,9 @@ use super::{victim, Cgroups, Injected, Measured, CPU};
 pub const COMM: &str = "culprit";
 /// v1 cpu cgroup of the culprit (default weight, like the victim's).
 pub const CGROUP: &str = "stalltop_culprit";
+/// The fadvise calls come from a second `culprit` thread in a cgroup of its own, so each
+/// cgroup's syscall rows hold only the calls the checks expect (glog's appends are writes too).
+pub const GLOG_CGROUP: &str = "stalltop_glog";
 
 /// Anonymous memory mapped (4 KiB pages) for the smaps read and the munmap.
 const MAPPED_BYTES: usize = 2 << 30;
@@ -67,7 +74,7 @@ pub struct Fixture {
     /// Before `files`: the zombies' page cache lives in files under it.
     zombies: Zombies,
     dir: Scratch,
-    files: Scratch,
+    _files: Scratch,
     cached_file: PathBuf,
     memory_cgroups_before: u64,
     memory_cgroups_with_zombies: u64,
@@ -82,33 +89,93 @@ struct Scratch {
 struct Mapping {
     addr: usize,
     len: usize,
-    unmapped: std::sync::atomic::AtomicBool,
+    unmapped: AtomicBool,
 }
 
-/// One timed call of the culprit.
+/// One call, timed by the thread that made it.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Timing {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Measured in user space: holds a preemption on the way back from the kernel, which
+    /// stalltop's sys_enter..sys_exit does not.
+    pub wall_ns: u64,
+    /// The thread's own CPU clock across the call: softirqs that interrupted it included, time
+    /// the host stole from the vCPU excluded (PARAVIRT_TIME_ACCOUNTING), unlike stalltop's
+    /// switch-to-switch on-CPU time.
+    pub oncpu_ns: u64,
+    /// Time the thread was runnable while another task ran (schedstat run_delay), inside the
+    /// call or on its way out: `wall - runq_wait` is the least the call can have lasted in the
+    /// kernel and the most it can have been on the CPU, stolen time aside.
+    pub runq_wait_ns: u64,
+    /// Times the thread was switched back in during the call (schedstat pcount): 0 means it
+    /// held the CPU throughout; 1, that it lost it once, inside the call or on its way out.
+    pub switches: u64,
+    /// The victim's worst lateness among wake-ups due during the call (0: none over 1 ms).
+    pub victim_late_ns: u64,
+}
+
+/// The calls of one syscall on one file (a read loop, a getdents64 loop, a single call).
 #[derive(Clone, Debug, Serialize)]
 pub struct Call {
     pub syscall: &'static str,
-    /// The file the call works on, as the kernel names it; None for munmap.
+    pub tid: u32,
+    /// The caller's cpu cgroup (stalltop's container for it).
+    pub cgroup: String,
+    /// The file the calls work on, as the kernel names it; None for munmap.
     pub path: Option<String>,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    pub wall_ns: u64,
-    /// The culprit's own CPU clock across the call (softirqs that interrupted it included).
-    pub oncpu_ns: u64,
-    /// Other calls of the same syscall on the same file (the rest of a read loop), all fast.
-    pub others: usize,
-    pub others_max_wall_ns: u64,
-    /// The victim's worst lateness among wake-ups due during the call (0: none over 1 ms).
-    pub victim_late_ns: u64,
+    pub calls: Vec<Timing>,
+}
+
+impl Timing {
+    /// The least time the call can have spent in the kernel: its wall time without the time
+    /// it was runnable (a preemption on the way out is in the former only).
+    pub fn in_kernel_at_least(&self) -> u64 {
+        self.wall_ns.saturating_sub(self.runq_wait_ns)
+    }
+}
+
+impl Call {
+    fn new(syscall: &'static str, path: Option<&Path>) -> Self {
+        Call {
+            syscall,
+            tid: setup::gettid(),
+            cgroup: String::new(),
+            path: path.map(|p| p.to_string_lossy().into_owned()),
+            calls: Vec::new(),
+        }
+    }
+
+    /// The slowest call's wall time, for the summary line.
+    pub fn slowest(&self) -> Timing {
+        self.calls
+            .iter()
+            .copied()
+            .max_by_key(|t| t.wall_ns)
+            .unwrap_or(Timing {
+                start_ns: 0,
+                end_ns: 0,
+                wall_ns: 0,
+                oncpu_ns: 0,
+                runq_wait_ns: 0,
+                switches: 0,
+                victim_late_ns: 0,
+            })
+    }
 }
 
 /// The fadvise64 calls: one on the whole cached file, then one after each glog append.
 #[derive(Debug, Serialize)]
 pub struct Fadvise {
+    pub tid: u32,
+    pub cgroup: String,
     pub path: String,
+    /// Of each call's wall time, and of its least time in the kernel
+    /// (`Timing::in_kernel_at_least`): the call's time in the kernel lies between the two (a
+    /// preemption on the way out of a 20 us call, e.g. by the victim's 200 us of work, is in
+    /// the wall time only).
     pub wall: Percentiles,
-    pub oncpu_max_ns: u64,
+    pub in_kernel_at_least: Percentiles,
     pub cached_bytes: usize,
 }
 
@@ -126,12 +193,12 @@ pub struct ZombieCount {
 pub struct Truth {
     pub comm: &'static str,
     pub pid: u32,
-    pub tid: u32,
-    pub cgroup: String,
+    pub cpu: usize,
     /// The long calls, in order.
     pub calls: Vec<Call>,
     pub fadvise: Fadvise,
     pub zombies: ZombieCount,
+    pub victim_comm: &'static str,
     /// The victim's wake-ups at least 1 ms late.
     pub victim_late: Vec<Late>,
 }
@@ -192,10 +259,7 @@ impl Mapping {
 
     /// munmap, timed by the caller; at most once.
     fn unmap(&self) -> Result<()> {
-        if self
-            .unmapped
-            .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
+        if self.unmapped.swap(true, Ordering::SeqCst) {
             bail!("the region was already unmapped");
         }
         // SAFETY: the mapping made by `populated`, unmapped only here (guarded by `unmapped`);
@@ -216,8 +280,14 @@ impl Drop for Mapping {
 }
 
 impl Fixture {
-    /// Builds everything on a setup thread pinned to CPU 1 (takes ~5 s).
-    pub fn prepare() -> Result<Self> {
+    /// Builds everything on a setup thread pinned to CPU 1 (takes ~5 s), for a window of
+    /// `duration`.
+    pub fn prepare(duration: Duration) -> Result<Self> {
+        ensure!(
+            duration.as_nanos() >= u128::from(MIN_WINDOW_NS),
+            "slow-syscall needs a window of at least {} ms for its calls",
+            MIN_WINDOW_NS / 1_000_000
+        );
         let memory_cgroups_before = memcg::memory_cgroups()?;
         let files = Scratch::create(std::env::temp_dir().join(FILES_NAME))?;
         let dir = Scratch::create(Path::new(DIR_PARENT).join(DIR_NAME))?;
@@ -240,7 +310,7 @@ impl Fixture {
             mapping,
             zombies,
             dir,
-            files,
+            _files: files,
             cached_file,
             memory_cgroups_before,
             memory_cgroups_with_zombies: memcg::memory_cgroups()?,
@@ -272,37 +342,59 @@ fn make_entries(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Times `call` on the calling thread.
-fn timed<T>(syscall: &'static str, path: Option<&str>, call: impl FnOnce() -> T) -> (T, Call) {
-    let cpu_before = task::thread_cpu_ns();
-    let start_ns = task::monotonic_ns();
-    let result = call();
-    let end_ns = task::monotonic_ns();
-    let oncpu_ns = task::thread_cpu_ns() - cpu_before;
-    let timing = Call {
-        syscall,
-        path: path.map(str::to_owned),
-        start_ns,
-        end_ns,
-        wall_ns: end_ns - start_ns,
-        oncpu_ns,
-        others: 0,
-        others_max_wall_ns: 0,
-        victim_late_ns: 0,
-    };
-    (result, timing)
+/// The calling thread's schedstat (on-CPU ns, run_delay ns, timeslices), read with pread64 so
+/// the reads stay out of the `read` row of the culprit's cgroup.
+struct Schedstat {
+    file: File,
 }
 
-/// Of a loop of calls on one file, the slowest, counting the others.
-fn slowest(mut calls: Vec<Call>) -> Result<Call> {
-    ensure!(!calls.is_empty(), "no calls were made");
-    let slowest = (0..calls.len())
-        .max_by_key(|&i| calls[i].wall_ns)
-        .unwrap_or(0);
-    let mut call = calls.swap_remove(slowest);
-    call.others = calls.len();
-    call.others_max_wall_ns = calls.iter().map(|c| c.wall_ns).max().unwrap_or(0);
-    Ok(call)
+impl Schedstat {
+    fn open() -> Result<Self> {
+        let path = format!("/proc/self/task/{}/schedstat", setup::gettid());
+        let file = File::open(&path).with_context(|| format!("open {path}"))?;
+        Ok(Schedstat { file })
+    }
+
+    fn read(&self) -> Result<(u64, u64)> {
+        let mut buffer = [0u8; 96];
+        let n = self
+            .file
+            .read_at(&mut buffer, 0)
+            .context("read the thread's schedstat")?;
+        let text = std::str::from_utf8(&buffer[..n]).context("schedstat is not text")?;
+        let fields: Vec<u64> = text
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("schedstat: {text:?}"))?;
+        match fields[..] {
+            [_, run_delay, timeslices] => Ok((run_delay, timeslices)),
+            _ => bail!("schedstat: {text:?}"),
+        }
+    }
+
+    /// Runs `call`, timing it; the timing is appended to `into`. The schedstat reads sit inside
+    /// the wall-clock interval, so a wait that delays the interval's end (a preemption on the
+    /// way out of the call, or of the first read) is in both; they add ~10 us to the wall time.
+    fn timed<T>(&self, into: &mut Call, call: impl FnOnce() -> T) -> Result<T> {
+        let start_ns = task::monotonic_ns();
+        let (waited_before, slices_before) = self.read()?;
+        let cpu_before = task::thread_cpu_ns();
+        let result = call();
+        let oncpu_ns = task::thread_cpu_ns() - cpu_before;
+        let end_ns = task::monotonic_ns();
+        let (waited_after, slices_after) = self.read()?;
+        into.calls.push(Timing {
+            start_ns,
+            end_ns,
+            wall_ns: end_ns - start_ns,
+            oncpu_ns,
+            runq_wait_ns: waited_after - waited_before,
+            switches: slices_after - slices_before,
+            victim_late_ns: 0,
+        });
+        Ok(result)
+    }
 }
 
 fn open(path: &Path, flags: libc::c_int) -> Result<OwnedFd> {
@@ -324,82 +416,71 @@ fn check(rc: libc::c_long, what: &str) -> Result<usize> {
     Ok(rc as usize)
 }
 
-/// Reads `/proc/<pid>/smaps` to the end; the read that reaches the 2 GB mapping is the slow one.
-fn read_smaps(path: &Path) -> Result<Call> {
+/// Reads `/proc/<pid>/smaps` to the end: the reads that reach the 2 GB mapping are slow (a
+/// seq_file record that does not fit a read is built again by the next one, so it may be two).
+fn read_smaps(path: &Path, stats: &Schedstat) -> Result<Call> {
     let fd = open(path, libc::O_RDONLY)?;
-    let text = path.to_string_lossy();
+    let mut call = Call::new("read", Some(path));
     let mut buffer = vec![0u8; READ_BUFFER];
-    let mut calls = Vec::new();
     loop {
         // SAFETY: `buffer` is writable for its whole length.
-        let (rc, call) = timed("read", Some(&text), || unsafe {
-            libc::read(
-                fd.as_raw_fd(),
-                buffer.as_mut_ptr().cast(),
-                buffer.len(),
-            )
-        });
-        let n = check(rc as libc::c_long, "read smaps")?;
-        calls.push(call);
-        if n == 0 {
-            break;
+        let rc = stats.timed(&mut call, || unsafe {
+            libc::read(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len())
+        })?;
+        if check(rc as libc::c_long, "read smaps")? == 0 {
+            return Ok(call);
         }
     }
-    slowest(calls)
 }
 
 /// getdents64 with a 4 MiB buffer until the directory is exhausted.
-fn list_directory(path: &Path) -> Result<Call> {
+fn list_directory(path: &Path, stats: &Schedstat) -> Result<Call> {
     let fd = open(path, libc::O_RDONLY | libc::O_DIRECTORY)?;
-    let text = path.to_string_lossy();
+    let mut call = Call::new("getdents64", Some(path));
     let mut buffer = vec![0u8; GETDENTS_BUFFER];
-    let mut calls = Vec::new();
     loop {
         // SAFETY: getdents64 writes at most `buffer.len()` bytes into `buffer`.
-        let (rc, call) = timed("getdents64", Some(&text), || unsafe {
+        let rc = stats.timed(&mut call, || unsafe {
             libc::syscall(
                 libc::SYS_getdents64,
                 fd.as_raw_fd(),
                 buffer.as_mut_ptr(),
                 buffer.len(),
             )
-        });
-        let n = check(rc, "getdents64")?;
-        calls.push(call);
-        if n == 0 {
-            break;
+        })?;
+        if check(rc, "getdents64")? == 0 {
+            return Ok(call);
         }
     }
-    slowest(calls)
 }
 
-fn force_empty(path: &Path) -> Result<Call> {
+fn force_empty(path: &Path, stats: &Schedstat) -> Result<Call> {
     let fd = open(path, libc::O_WRONLY)?;
-    let text = path.to_string_lossy();
+    let mut call = Call::new("write", Some(path));
     // SAFETY: writes one byte from a static buffer.
-    let (rc, call) = timed("write", Some(&text), || unsafe {
+    let rc = stats.timed(&mut call, || unsafe {
         libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1)
-    });
+    })?;
     check(rc as libc::c_long, "write memory.force_empty")?;
     Ok(call)
 }
 
-/// fadvise(DONTNEED) on the whole cached file, then glog's append + fadvise loop.
-fn fadvise(path: &Path, window: &Window) -> Result<(Call, Fadvise)> {
+/// fadvise(DONTNEED) on the whole cached file, then glog's append + fadvise loop; all the
+/// fadvise calls are one group.
+fn fadvise(path: &Path, window: &Window, stats: &Schedstat) -> Result<(Call, Fadvise)> {
     let fd = open(path, libc::O_WRONLY | libc::O_APPEND)?;
-    let text = path.to_string_lossy();
     let dontneed = |fd: &OwnedFd| {
         // SAFETY: plain integer arguments on a descriptor we own.
-        unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }
+        let rc = unsafe { libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        ensure!(
+            rc == 0,
+            "posix_fadvise: {}",
+            std::io::Error::from_raw_os_error(rc)
+        );
+        Ok(())
     };
-    let (rc, drop_call) = timed("fadvise64", Some(&text), || dontneed(&fd));
-    ensure!(
-        rc == 0,
-        "posix_fadvise: {}",
-        std::io::Error::from_raw_os_error(rc)
-    );
-    let mut walls = vec![drop_call.wall_ns];
-    let mut oncpu_max_ns = drop_call.oncpu_ns;
+    let mut calls = Call::new("fadvise64", Some(path));
+    stats.timed(&mut calls, || dontneed(&fd))??;
     let line = [b'g'; GLOG_APPEND_BYTES];
     for _ in 0..GLOG_APPENDS {
         if window.cancelled() {
@@ -408,80 +489,83 @@ fn fadvise(path: &Path, window: &Window) -> Result<(Call, Fadvise)> {
         // SAFETY: writes `line`, a live buffer of that length.
         let written = unsafe { libc::write(fd.as_raw_fd(), line.as_ptr().cast(), line.len()) };
         check(written as libc::c_long, "append to the log")?;
-        let (rc, call) = timed("fadvise64", Some(&text), || dontneed(&fd));
-        ensure!(
-            rc == 0,
-            "posix_fadvise: {}",
-            std::io::Error::from_raw_os_error(rc)
-        );
-        walls.push(call.wall_ns);
-        oncpu_max_ns = oncpu_max_ns.max(call.oncpu_ns);
+        stats.timed(&mut calls, || dontneed(&fd))??;
     }
     let summary = Fadvise {
-        path: text.into_owned(),
-        wall: Percentiles::of(walls),
-        oncpu_max_ns,
+        tid: setup::gettid(),
+        cgroup: format!("/{GLOG_CGROUP}"),
+        path: path.to_string_lossy().into_owned(),
+        wall: Percentiles::of(calls.calls.iter().map(|t| t.wall_ns).collect()),
+        in_kernel_at_least: Percentiles::of(
+            calls.calls.iter().map(Timing::in_kernel_at_least).collect(),
+        ),
         cached_bytes: CACHED_FILE_BYTES,
     };
-    Ok((drop_call, summary))
+    Ok((calls, summary))
 }
 
 /// The culprit's calls, one every `SPACING_NS`, on the calling (pinned) thread.
-fn culprit(window: &Window, fixture: &Fixture) -> Result<(Vec<Call>, Fadvise, u32)> {
-    let tid = setup::gettid();
+fn culprit(window: &Window, fixture: &Fixture) -> Result<Vec<Call>> {
+    let stats = Schedstat::open()?;
     let smaps = PathBuf::from(format!("/proc/{}/smaps", std::process::id()));
     let mut calls = Vec::new();
-    let mut at = window.start_ns() + FIRST_CALL_NS;
-    let mut next_slot = |window: &Window| -> Result<bool> {
-        task::sleep_until(window, at)?;
-        at += SPACING_NS;
-        Ok(!window.cancelled())
-    };
-    if next_slot(window)? {
-        calls.push(read_smaps(&smaps)?);
+    for slot in 0..4 {
+        task::sleep_until(window, slot_ns(window, slot))?;
+        if window.cancelled() {
+            break;
+        }
+        calls.push(match slot {
+            0 => read_smaps(&smaps, &stats)?,
+            1 => {
+                let mut call = Call::new("munmap", None);
+                stats.timed(&mut call, || fixture.mapping.unmap())??;
+                call
+            }
+            2 => list_directory(&fixture.dir.path, &stats)?,
+            _ => force_empty(&fixture.zombies.force_empty_path(), &stats)?,
+        });
     }
-    if next_slot(window)? {
-        let (result, call) = timed("munmap", None, || fixture.mapping.unmap());
-        result?;
-        calls.push(call);
-    }
-    if next_slot(window)? {
-        calls.push(list_directory(&fixture.dir.path)?);
-    }
-    if next_slot(window)? {
-        calls.push(force_empty(&fixture.zombies.force_empty_path())?);
-    }
-    if !next_slot(window)? {
+    Ok(calls)
+}
+
+/// The glog thread: its calls come after the culprit's four.
+fn glog(window: &Window, fixture: &Fixture) -> Result<(Call, Fadvise)> {
+    task::sleep_until(window, slot_ns(window, 4))?;
+    if window.cancelled() {
         bail!("cancelled before the fadvise calls");
     }
-    let (drop_call, summary) = fadvise(&fixture.cached_file, window)?;
-    calls.push(drop_call);
-    Ok((calls, summary, tid))
+    fadvise(&fixture.cached_file, window, &Schedstat::open()?)
+}
+
+fn slot_ns(window: &Window, slot: u64) -> u64 {
+    window.start_ns() + FIRST_CALL_NS + slot * SPACING_NS
 }
 
 pub fn run(window: &Window, fixture: Fixture) -> Result<(Measured, Injected)> {
-    let duration_ns = window.deadline_ns() - window.start_ns();
-    ensure!(
-        duration_ns >= MIN_WINDOW_NS,
-        "slow-syscall needs a window of at least {} ms for its calls",
-        MIN_WINDOW_NS / 1_000_000
-    );
     let victim_cgroup = CpuCgroup::create(victim::CGROUP)?;
     victim_cgroup.set_shares(victim::SHARES)?;
     let culprit_cgroup = CpuCgroup::create(CGROUP)?;
-    let (log, (mut calls, fadvise, tid)) = thread::scope(|scope| {
+    let glog_cgroup = CpuCgroup::create(GLOG_CGROUP)?;
+    let (log, mut calls, (fadvise_calls, fadvise)) = thread::scope(|scope| {
         let _cancel = window.cancel_on_drop();
         let victim = window.spawn(scope, victim::COMM, &victim_cgroup, || {
             victim_log::run(window)
         })?;
-        let culprit = window.spawn(scope, COMM, &culprit_cgroup, || {
-            culprit(window, &fixture)
-        })?;
+        let culprit = window.spawn(scope, COMM, &culprit_cgroup, || culprit(window, &fixture))?;
+        let glog = window.spawn(scope, COMM, &glog_cgroup, || glog(window, &fixture))?;
         let calls = culprit.join()?;
-        anyhow::Ok((victim.join()?, calls))
+        let fadvise = glog.join()?;
+        anyhow::Ok((victim.join()?, calls, fadvise))
     })?;
     for call in &mut calls {
-        call.victim_late_ns = log.worst_due_between(call.start_ns, call.end_ns);
+        call.cgroup = culprit_cgroup.path().to_owned();
+    }
+    calls.push(Call {
+        cgroup: glog_cgroup.path().to_owned(),
+        ..fadvise_calls
+    });
+    for timing in calls.iter_mut().flat_map(|call| call.calls.iter_mut()) {
+        timing.victim_late_ns = log.worst_due_between(timing.start_ns, timing.end_ns);
     }
     let zombies = ZombieCount {
         made: fixture.zombies.count(),
@@ -502,11 +586,11 @@ pub fn run(window: &Window, fixture: Fixture) -> Result<(Measured, Injected)> {
         slow_syscall: Some(Truth {
             comm: COMM,
             pid: std::process::id(),
-            tid,
-            cgroup: culprit_cgroup.path().to_owned(),
+            cpu: CPU,
             calls,
             fadvise,
             zombies,
+            victim_comm: victim::COMM,
             victim_late: log.late,
         }),
         ..Injected::default()
