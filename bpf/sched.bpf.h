@@ -88,10 +88,12 @@ static __always_inline void preemption_record(struct runq_stats *s, __u64 victim
 	p->wait_ns += wait;
 }
 
-/* `waiter` waited `wait` ns and now runs; `ran` held the CPU until now. */
+/* `waiter` waited `wait` ns and now runs; `holder` had the CPU (see
+ * task_state.holder); `holder_state` is its state if known. */
 static __always_inline void runq_event_emit(bool btf, __u16 kind, __u64 now, __u64 wait,
 					    struct task_struct *waiter, __u64 waiter_cgroup,
-					    struct task_struct *ran, struct task_state *ran_state)
+					    const struct task_ref *holder,
+					    struct task_state *holder_state)
 {
 	struct runq_event *e = record_reserve(kind, sizeof(*e), now);
 
@@ -100,25 +102,35 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, __u64 now, __u
 	e->wait_ns = wait;
 	task_ref_fill(btf, &e->waiter, waiter);
 	e->waiter.cgroup = waiter_cgroup;
-	task_ref_fill(btf, &e->ran, ran);
+	e->ran = *holder;
 	e->ran_syscall = -1;
 	e->ran_syscall_ns = 0;
-	if (ran_state && ran_state->sys_enter_ts) {
-		e->ran_syscall = ran_state->sys_nr;
-		e->ran_syscall_ns = now - ran_state->sys_enter_ts;
+	if (holder_state && holder_state->sys_enter_ts) {
+		e->ran_syscall = holder_state->sys_nr;
+		e->ran_syscall_ns = now - holder_state->sys_enter_ts;
 	}
 	record_submit(e);
 }
 
 /* ksoftirqd/N became runnable: the sampler keeps stacks on CPU N while it
  * waits. */
-static __always_inline void ksoftirqd_waiting(bool btf, struct task_struct *p, __u64 since)
+static __always_inline void ksoftirqd_waiting(__u32 cpu, __u64 since)
 {
-	__u32 zero = 0, cpu = FIELD(btf, p, wake_cpu);
+	__u32 zero = 0;
 	struct cpu_state *cs = bpf_map_lookup_percpu_elem(&cpus, &zero, cpu);
 
 	if (cs)
 		cs->ksoftirqd_runnable_since = since;
+}
+
+/* `t` (whose cgroup is `cgroup`) as a task_ref. */
+static __always_inline void holder_fill(bool btf, struct task_ref *r, struct task_struct *t,
+					__u32 tid, __u64 cgroup)
+{
+	r->pid = FIELD(btf, t, tgid);
+	r->tid = tid;
+	r->cgroup = cgroup;
+	bpf_probe_read_kernel(r->comm, sizeof(r->comm), &t->comm);
 }
 
 static __always_inline void on_wakeup(bool btf, struct task_struct *p)
@@ -132,15 +144,33 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 	if (!ts)
 		return;
 	ts->runq_since = bpf_ktime_get_ns();
-	ts->flags &= ~TASK_PREEMPTED;
-	if (ts->flags & TASK_IS_KSOFTIRQD)
-		ksoftirqd_waiting(btf, p, ts->runq_since);
+	ts->flags &= ~(TASK_PREEMPTED | TASK_HOLDER_KTHREAD);
+	ts->holder.tid = 0;
+	if (ts->flags & TASK_IS_KSOFTIRQD) {
+		__u32 cpu = FIELD(btf, p, wake_cpu);
+
+		ksoftirqd_waiting(cpu, ts->runq_since);
+		/* Woken at irq exit on its own CPU: the interrupted task keeps
+		 * the CPU until it yields; that is who ksoftirqd waits behind. */
+		if (cpu == bpf_get_smp_processor_id()) {
+			struct task_struct *current = bpf_get_current_task_btf();
+			__u32 current_tid = current->pid;
+
+			if (current_tid && current_tid != tid) {
+				holder_fill(true, &ts->holder, current, current_tid,
+					    task_cgroup(true, current));
+				if (current->flags & PF_KTHREAD)
+					ts->flags |= TASK_HOLDER_KTHREAD;
+			}
+		}
+	}
 }
 
 /* A runnable task that waits at least PREEMPT_WAIT_MIN_NS is one episode,
- * charged when it runs again: to the task that took its CPU (noted at
- * switch-out) or, after a wakeup, to the one that had the CPU until now.
- * cgroup ids are walked once per switch (next's) and cached per task. */
+ * charged when it runs again to its holder (the task that took its CPU,
+ * or the one its wakeup interrupted, for ksoftirqd) or else to the task
+ * that had the CPU until now. cgroup ids are walked once per switch
+ * (next's) and cached per task. */
 static __always_inline void on_switch(bool btf, bool preempt, struct task_struct *prev,
 				      struct task_struct *next, unsigned int prev_state)
 {
@@ -152,6 +182,9 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	__u64 now = bpf_ktime_get_ns();
 	__u64 next_cgroup = 0;
 
+	if (!prev_tid && cs)
+		cs->last_tick = now; /* idle has no sampler ticks: not a gap */
+
 	if (next_tid) {
 		ns = task_state_of(next, next_tid, false);
 		next_cgroup = task_cgroup(btf, next);
@@ -162,16 +195,17 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	if (prev_tid) {
 		ps = task_state_of(prev, prev_tid, runnable);
 		/* Switched out while runnable (preempted, throttled, yielded):
-		 * its wait for the CPU starts now; note who took the CPU. */
+		 * its wait for the CPU starts now; next holds the CPU. */
 		if (runnable && ps) {
 			ps->runq_since = now;
 			ps->flags |= TASK_PREEMPTED;
-			ps->flags &= ~TASK_PREEMPTOR_KTHREAD;
-			if (next_tid && (FIELD(btf, next, flags) & PF_KTHREAD))
-				ps->flags |= TASK_PREEMPTOR_KTHREAD;
-			ps->preemptor_cgroup = next_cgroup;
-			bpf_probe_read_kernel(ps->preemptor_comm, sizeof(ps->preemptor_comm),
-					      &next->comm);
+			ps->flags &= ~TASK_HOLDER_KTHREAD;
+			ps->holder.tid = 0;
+			if (next_tid) {
+				holder_fill(btf, &ps->holder, next, next_tid, next_cgroup);
+				if (FIELD(btf, next, flags) & PF_KTHREAD)
+					ps->flags |= TASK_HOLDER_KTHREAD;
+			}
 			if (ps->flags & TASK_IS_KSOFTIRQD && cs)
 				cs->ksoftirqd_runnable_since = now;
 		}
@@ -186,29 +220,36 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		struct runq_stats *s = runq_stats_of(next_cgroup);
 
 		ns->runq_since = 0;
-		if (s) {
+		if (s)
 			runq_wait_record(s, wait);
-			if (wait >= PREEMPT_WAIT_MIN_NS && (ns->flags & TASK_PREEMPTED)) {
-				preemption_record(s, next_cgroup, ns->preemptor_cgroup,
-						  ns->preemptor_comm,
-						  ns->flags & TASK_PREEMPTOR_KTHREAD, wait);
-			} else if (wait >= PREEMPT_WAIT_MIN_NS && prev_tid) {
-				__u8 comm[COMM_LEN];
+		if (ns->flags & TASK_IS_KSOFTIRQD && cs)
+			cs->ksoftirqd_runnable_since = 0;
+		if (wait >= PREEMPT_WAIT_MIN_NS) {
+			struct task_ref from_prev = {};
+			const struct task_ref *holder = &ns->holder;
+			struct task_state *holder_state = ns->holder.tid == prev_tid ? ps : NULL;
+			bool kthread = ns->flags & TASK_HOLDER_KTHREAD;
 
-				bpf_probe_read_kernel(comm, sizeof(comm), &prev->comm);
-				preemption_record(s, next_cgroup,
-						  ps && ps->cgroup ? ps->cgroup :
-								     task_cgroup(btf, prev),
-						  comm, FIELD(btf, prev, flags) & PF_KTHREAD, wait);
+			if (!ns->holder.tid) {
+				holder_fill(btf, &from_prev, prev, prev_tid,
+					    !prev_tid	       ? 0 :
+					    ps && ps->cgroup ? ps->cgroup :
+							       task_cgroup(btf, prev));
+				holder = &from_prev;
+				holder_state = ps;
+				kthread = FIELD(btf, prev, flags) & PF_KTHREAD;
 			}
-		}
-		if (ns->flags & TASK_IS_KSOFTIRQD) {
-			if (cs)
-				cs->ksoftirqd_runnable_since = 0;
-			if (wait >= takeover_threshold_ns)
-				runq_event_emit(btf, KIND_TAKEOVER, now, wait, next, next_cgroup, prev, ps);
-		} else if (wait >= runq_threshold_ns) {
-			runq_event_emit(btf, KIND_RUNQ, now, wait, next, next_cgroup, prev, ps);
+			if (s && holder->tid)
+				preemption_record(s, next_cgroup, holder->cgroup, holder->comm, kthread,
+						  wait);
+			if (ns->flags & TASK_IS_KSOFTIRQD) {
+				if (wait >= takeover_threshold_ns)
+					runq_event_emit(btf, KIND_TAKEOVER, now, wait, next, next_cgroup,
+							holder, holder_state);
+			} else if (wait >= runq_threshold_ns) {
+				runq_event_emit(btf, KIND_RUNQ, now, wait, next, next_cgroup, holder,
+						holder_state);
+			}
 		}
 	}
 	if (ns->sys_enter_ts)

@@ -92,9 +92,9 @@ static __always_inline void on_softirq_entry(unsigned int vec)
 				   (__u32)bpf_get_current_pid_tgid() == cs->ksoftirqd_tid);
 }
 
-static __always_inline void softirq_stolen_add(__u32 pid, __u32 vec, __u64 ran)
+static __always_inline void softirq_stolen_add(__u64 pid_tgid, __u32 vec, __u64 ran)
 {
-	struct stolen_key key = { .pid = pid, .vector = vec };
+	struct stolen_key key = { .tid = (__u32)pid_tgid, .vector = vec };
 	struct stolen_stats *st = bpf_map_lookup_elem(&softirq_stolen, &key);
 
 	if (st) {
@@ -103,7 +103,7 @@ static __always_inline void softirq_stolen_add(__u32 pid, __u32 vec, __u64 ran)
 		return;
 	}
 	{
-		struct stolen_stats fresh = { .ns = ran, .count = 1 };
+		struct stolen_stats fresh = { .ns = ran, .count = 1, .pid = pid_tgid >> 32 };
 
 		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
 		if (bpf_map_update_elem(&softirq_stolen, &key, &fresh, BPF_NOEXIST) &&
@@ -141,7 +141,7 @@ static __always_inline void on_softirq_exit(unsigned int vec)
 		s->runs_in_ksoftirqd++;
 		s->run_in_ksoftirqd_ns += ran;
 	} else if ((__u32)pid_tgid) {
-		softirq_stolen_add(pid_tgid >> 32, vec, ran);
+		softirq_stolen_add(pid_tgid, vec, ran);
 	}
 }
 

@@ -123,15 +123,17 @@ struct softirq_stats {
 };
 
 /* Key and value of map `softirq_stolen`: softirq time that ran inside an
- * ordinary task's time slices, charged to it by the kernel. */
+ * ordinary thread's time slices, charged to it by the kernel. */
 struct stolen_key {
-	__u32 pid;
+	__u32 tid;
 	__u32 vector;
 };
 
 struct stolen_stats {
 	__u64 ns;
 	__u64 count;
+	__u32 pid;
+	__u32 _pad;
 	__u8 comm[COMM_LEN];
 };
 
@@ -142,6 +144,10 @@ struct stolen_stats {
 #define SYSCALL_ARG_FD1 2 /* arg 1 is a file descriptor */
 #define SYSCALL_ARG_PATH0 3 /* arg 0 is a user path string */
 #define SYSCALL_ARG_PATH1 4 /* arg 1 is a user path string */
+#define SYSCALL_ARG_MASK 0x7f
+/* Flag: the call sleeps by design (epoll_wait, futex, nanosleep, ...): a
+ * long wall time is not news; only its on-CPU time can make it slow. */
+#define SYSCALL_WAITS 0x80
 
 /* syscall_event.path_kind */
 #define PATH_NONE 0
@@ -206,7 +212,7 @@ struct cpu_state {
 	__u64 softirq_raised[NR_SOFTIRQ_VECTORS]; /* first raise while not pending */
 	__u64 softirq_entered[NR_SOFTIRQ_VECTORS];
 	__u64 softirq_ns; /* all softirq run time on this CPU so far */
-	__u64 last_tick; /* previous sampler tick */
+	__u64 last_tick; /* previous sampler tick, or the end of idle */
 	__u64 ksoftirqd_runnable_since; /* 0 while ksoftirqd/N is not waiting */
 	__u32 ksoftirqd_tid;
 	__u32 _pad;
@@ -226,13 +232,14 @@ struct task_state {
 	__u64 sys_arg1;
 	__s32 sys_nr;
 	__u32 flags;
-	/* who took the CPU when it was last switched out while runnable */
-	__u64 preemptor_cgroup;
-	__u8 preemptor_comm[COMM_LEN];
+	/* Who held the CPU when its current wait began: the task that took it
+	 * (a preemption), or for ksoftirqd the task its wakeup interrupted.
+	 * tid 0: not known; the task running when the wait ends is used. */
+	struct task_ref holder;
 };
 
 #define TASK_IS_KSOFTIRQD 1
 #define TASK_PREEMPTED 2 /* its current wait began with a preemption */
-#define TASK_PREEMPTOR_KTHREAD 4 /* ... by a kernel thread */
+#define TASK_HOLDER_KTHREAD 4 /* holder is a kernel thread */
 
 #endif /* STALLTOP_H */

@@ -33,7 +33,10 @@ static __always_inline void syscall_slice_start(struct task_state *ts, struct cp
 	ts->slice_softirq = cs ? cs->softirq_ns : 0;
 }
 
-/* ... and ends: charge it to the call, softirqs that ran in it apart. */
+/* ... and ends: charge it to the call, softirqs that ran in it apart.
+ * Time a hypervisor took from the vCPU meanwhile still counts: the task
+ * held the guest's CPU (the steal clock is not readable from here without
+ * per-CPU kernel symbols). */
 static __always_inline void syscall_slice_end(struct task_state *ts, struct cpu_state *cs,
 					      __u64 now)
 {
@@ -170,7 +173,8 @@ static __always_inline void syscall_event_emit(struct task_state *ts, __u64 now,
 	e->path_truncated = 0;
 	e->inode_mode = 0;
 	e->inode = 0;
-	how = nr < SYSCALL_NR_MAX ? syscall_arg[nr & (SYSCALL_NR_MAX - 1)] : SYSCALL_ARG_NONE;
+	how = nr < SYSCALL_NR_MAX ? syscall_arg[nr & (SYSCALL_NR_MAX - 1)] & SYSCALL_ARG_MASK :
+				    SYSCALL_ARG_NONE;
 	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1) {
 		struct file *f;
 
@@ -188,6 +192,11 @@ static __always_inline void syscall_event_emit(struct task_state *ts, __u64 now,
 	record_submit(e);
 }
 
+static __always_inline bool syscall_waits(__u32 nr)
+{
+	return nr < SYSCALL_NR_MAX && (syscall_arg[nr & (SYSCALL_NR_MAX - 1)] & SYSCALL_WAITS);
+}
+
 static __always_inline void on_sys_exit(void)
 {
 	struct task_state *ts = current_state(false);
@@ -203,7 +212,8 @@ static __always_inline void on_sys_exit(void)
 	if (!cgroup)
 		cgroup = ts->cgroup = task_cgroup(true, bpf_get_current_task_btf());
 	syscall_record(cgroup, ts->sys_nr, wall, ts->sys_oncpu_ns);
-	if (wall >= syscall_wall_threshold_ns || ts->sys_oncpu_ns >= syscall_oncpu_threshold_ns)
+	if (ts->sys_oncpu_ns >= syscall_oncpu_threshold_ns ||
+	    (wall >= syscall_wall_threshold_ns && !syscall_waits(ts->sys_nr)))
 		syscall_event_emit(ts, now, wall, ts->sys_oncpu_ns);
 	ts->sys_enter_ts = 0;
 }

@@ -33,9 +33,12 @@ use replay::Replay;
 use tables::Rows;
 pub use view::{OverlayView, Segment, TableView, TimelineView, Tone, View};
 
-/// A new stall refreshes the screen early, but not more often than this,
-/// so it shows well within a second of ending.
-const EARLY_REFRESH: Duration = Duration::from_millis(250);
+/// A stall is on screen at most this long after it ended, whatever the
+/// refresh interval: the screen refreshes early when the next refresh
+/// would come too late.
+const STALL_SHOWN_WITHIN: Duration = Duration::from_secs(1);
+/// How often the loop ticks (at most): the granularity of that deadline.
+const TICK: Duration = Duration::from_millis(250);
 /// Timeline windows for + and -; the default is 60 s.
 const ZOOMS_S: [u64; 9] = [5, 10, 30, 60, 120, 300, 600, 1800, 3600];
 const DEFAULT_ZOOM: usize = 3;
@@ -309,7 +312,7 @@ impl App {
 
     /// How often the loop should send `Msg::Tick`.
     pub fn tick_interval(&self) -> Duration {
-        Duration::from_nanos(self.refresh_ns).min(EARLY_REFRESH)
+        Duration::from_nanos(self.refresh_ns).min(TICK)
     }
 
     pub fn view(&self) -> &View {
@@ -363,9 +366,14 @@ impl App {
             }
         }
         let since = now_ns.saturating_sub(self.refreshed_ns);
-        let new_stall = self.data.newest_stall() != self.refreshed_stall;
-        let due =
-            since >= self.refresh_ns || (new_stall && since >= EARLY_REFRESH.as_nanos() as u64);
+        // Would a stall not yet on screen miss its deadline at the next tick?
+        let overdue = self
+            .data
+            .first_end_after(self.refreshed_stall)
+            .is_some_and(|end| {
+                self.now_ns() + TICK.as_nanos() as u64 >= end + STALL_SHOWN_WITHIN.as_nanos() as u64
+            });
+        let due = since >= self.refresh_ns || overdue;
         if due && !self.frozen() {
             self.refresh();
         }

@@ -347,7 +347,13 @@ pub mod testing {
         include_str!("../bpf/stalltop.h").lines().find_map(|line| {
             let mut words = line.split_whitespace();
             (words.next() == Some("#define") && words.next() == Some(name))
-                .then(|| words.next()?.parse().ok())
+                .then(|| {
+                    let value = words.next()?;
+                    match value.strip_prefix("0x") {
+                        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                        None => value.parse().ok(),
+                    }
+                })
                 .flatten()
         })
     }

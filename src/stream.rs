@@ -77,10 +77,13 @@ pub struct SoftirqStats {
     pub run_in_ksoftirqd_ns: u64,
 }
 
-/// Softirq time that ran inside the time slices of process `pid`.
+/// Softirq time that ran inside the time slices of thread `tid` (of
+/// process `pid`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct SoftirqStolen {
     pub pid: u32,
+    #[serde(default)]
+    pub tid: u32,
     pub comm: String,
     pub vector: u32,
     pub ns: u64,
@@ -129,8 +132,8 @@ pub struct Preemptor {
     pub preemptor_cgroup: u64,
     pub comm: String,
     pub count: u64,
-    /// Wait of woken tasks that `comm` held the CPU for (preemptions add
-    /// to the count only).
+    /// Total wait of those episodes.
+    #[serde(default)]
     pub wait_ns: u64,
 }
 

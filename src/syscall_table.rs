@@ -19,6 +19,35 @@ pub enum FileArg {
     Path1 = 4,
 }
 
+/// Calls that sleep by design: their wall time alone does not make them
+/// slow (SYSCALL_WAITS).
+const WAITS: &[&str] = &[
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect6",
+    "nanosleep",
+    "clock_nanosleep",
+    "futex",
+    "futex_waitv",
+    "wait4",
+    "waitid",
+    "pause",
+    "rt_sigtimedwait",
+    "rt_sigsuspend",
+    "io_getevents",
+    "io_pgetevents",
+    "msgrcv",
+    "semop",
+    "semtimedop",
+    "accept",
+    "accept4",
+];
+const WAITS_FLAG: u8 = 0x80;
+
 /// Calls whose first argument is a file descriptor.
 const FD0: &[&str] = &[
     "read",
@@ -134,7 +163,8 @@ pub fn name(nr: u32) -> String {
     Sysno::new(nr as usize).map_or_else(|| format!("syscall_{nr}"), |s| s.name().to_string())
 }
 
-/// The BPF `syscall_arg` table: entry `nr` says where call `nr` keeps its file.
+/// The BPF `syscall_arg` table: entry `nr` says where call `nr` keeps its
+/// file, and whether it sleeps by design.
 pub fn file_arg_table() -> [u8; NR_MAX] {
     let mut table = [FileArg::None as u8; NR_MAX];
     for (names, how) in [
@@ -149,6 +179,13 @@ pub fn file_arg_table() -> [u8; NR_MAX] {
                 if let Some(slot) = table.get_mut(sysno.id() as usize) {
                     *slot = how as u8;
                 }
+            }
+        }
+    }
+    for name in WAITS {
+        if let Ok(sysno) = Sysno::from_str(name) {
+            if let Some(slot) = table.get_mut(sysno.id() as usize) {
+                *slot |= WAITS_FLAG;
             }
         }
     }
@@ -171,6 +208,8 @@ mod tests {
         assert_eq!(of(Sysno::getdents64), FileArg::Fd0 as u8);
         assert_eq!(of(Sysno::openat), FileArg::Path1 as u8);
         assert_eq!(of(Sysno::getpid), FileArg::None as u8);
+        assert_eq!(of(Sysno::epoll_wait), WAITS_FLAG);
+        assert_eq!(of(Sysno::accept4), FileArg::Fd0 as u8 | WAITS_FLAG);
     }
 
     #[test]
@@ -186,5 +225,6 @@ mod tests {
         ] {
             assert_eq!(abi_define(name), Some(how as u64), "{name}");
         }
+        assert_eq!(abi_define("SYSCALL_WAITS"), Some(u64::from(WAITS_FLAG)));
     }
 }

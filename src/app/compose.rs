@@ -1,6 +1,7 @@
 //! Turns the app's state into the `View` and `Layout` render draws: header
 //! first (its height shapes the layout), then selections settled against
 //! the rows and the space each pane has, then every pane's visible part.
+//! Changes nothing else: data, rows and settings are update's.
 
 use super::detail::{self, DetailRequest};
 use super::header::{self, HeaderRequest, State};

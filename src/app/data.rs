@@ -97,6 +97,16 @@ impl Data {
     pub fn newest_stall(&self) -> Option<u64> {
         self.analysis.stalls().next_back().map(|s| s.id)
     }
+
+    /// When the first of the stalls newer than stall `seen` ended.
+    pub fn first_end_after(&self, seen: Option<u64>) -> Option<u64> {
+        self.analysis
+            .stalls()
+            .rev()
+            .take_while(|s| seen.is_none_or(|seen| s.id > seen))
+            .map(|s| s.end_ns)
+            .min()
+    }
 }
 
 fn rates(previous: &KernelSnapshot, latest: &KernelSnapshot, records: u64) -> Rates {
@@ -173,7 +183,7 @@ fn kernel_since(latest: &KernelSnapshot, baseline: &KernelSnapshot) -> KernelSna
         if let Some(b) = baseline
             .softirq_stolen
             .iter()
-            .find(|b| (b.pid, b.vector) == (s.pid, s.vector))
+            .find(|b| (b.tid, b.vector) == (s.tid, s.vector))
         {
             s.ns = s.ns.saturating_sub(b.ns);
             s.count = s.count.saturating_sub(b.count);

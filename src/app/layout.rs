@@ -142,7 +142,6 @@ mod tests {
                     "{w}x{h}: {r:?} outside"
                 );
             }
-            assert_eq!(l.footer.bottom(), h.min(l.footer.bottom().max(h)));
         }
     }
 

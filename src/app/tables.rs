@@ -685,7 +685,7 @@ pub fn culprit_chain(stall: &StallRow) -> String {
     if let Some(syscall) = &c.syscall {
         chain.push_str(&format!(" › {syscall}"));
     }
-    if let Some(path) = &c.path {
+    if let Some(path) = c.path.as_ref().filter(|p| !p.is_empty()) {
         chain.push_str(&format!(" › {path}"));
     }
     if let Some(oncpu) = c.oncpu_ns {
@@ -723,7 +723,7 @@ fn culprit_cells(row: &CulpritRow, now_ns: u64) -> Vec<Segment> {
 
 /// "read › /proc/slabinfo", "read", "-".
 fn call_text(syscall: Option<&str>, path: Option<&str>) -> String {
-    match (syscall, path) {
+    match (syscall, path.filter(|p| !p.is_empty())) {
         (Some(syscall), Some(path)) => format!("{syscall} › {path}"),
         (Some(syscall), None) => syscall.to_string(),
         (None, Some(path)) => path.to_string(),

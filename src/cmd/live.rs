@@ -1,7 +1,8 @@
 //! `stalltop` with no subcommand: the live view. Starts the probes, runs
 //! the one event loop (entries, ticks, input, signals -> `Msg` -> update,
 //! draw when the view changed) that replay shares, and detaches the probes
-//! and restores the terminal on every way out.
+//! and restores the terminal on every way out. Decides nothing shown (app)
+//! and draws nothing itself (ui).
 
 use std::time::Duration;
 
@@ -100,10 +101,8 @@ pub async fn run_loop(
     let mut drawn = None;
     loop {
         if drawn != Some(app.version()) {
-            let t = std::time::Instant::now();
             tui.draw(|frame| ui::render(frame, app))
                 .map_err(Failure::io)?;
-            tracing::info!("TIMING draw {:?}", t.elapsed());
             drawn = Some(app.version());
         }
         if app.quitting() {
@@ -116,23 +115,14 @@ pub async fn run_loop(
                     None => None,
                 }
             }, if entries.is_some() => match entry {
-                Some(entry) => {
-                    let t = std::time::Instant::now();
-                    app.update(Msg::Entry(entry));
-                    tracing::info!("TIMING entry {:?}", t.elapsed());
-                }
+                Some(entry) => app.update(Msg::Entry(entry)),
                 None => {
                     return Err(Failure::Other(
                         "the probes stopped on their own; run with --log FILE to see why".into(),
                     ))
                 }
             },
-            _ = tick.tick() => {
-                let t = std::time::Instant::now();
-                let v = app.version();
-                app.update(Msg::Tick { now_ns: host::monotonic_ns() });
-                if v != app.version() { tracing::info!("TIMING refresh {:?}", t.elapsed()); }
-            }
+            _ = tick.tick() => app.update(Msg::Tick { now_ns: host::monotonic_ns() }),
             event = input.next() => match event {
                 Some(Ok(Event::Key(key))) => app.update(Msg::Key(key)),
                 Some(Ok(Event::Mouse(mouse))) => app.update(Msg::Mouse(mouse)),

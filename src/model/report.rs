@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::culprits::{self, CulpritRow, StallCause};
-use super::stalls::{Culprit, Stall};
+use super::stalls::{self, Culprit, Stall};
 use super::Analysis;
 use crate::cgroup::container_of;
 use crate::event::{softirq_name, FilePath, RunqWait, Sample, SlowSyscall};
@@ -43,6 +43,8 @@ pub struct Report {
     pub culprits: Vec<CulpritRow>,
     /// By on-CPU (kernel) time, highest first.
     pub syscalls: Vec<SyscallRow>,
+    /// Calls over the wall or on-CPU threshold, oldest first.
+    pub slow_syscalls: Vec<SlowSyscallRow>,
     pub softirq: Vec<SoftirqRow>,
     /// Softirq time charged to the tasks it interrupted, highest first.
     pub softirq_stolen: Vec<StolenRow>,
@@ -129,6 +131,23 @@ pub struct SyscallRow {
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct SlowSyscallRow {
+    /// When it returned (CLOCK_MONOTONIC ns).
+    pub ts_ns: u64,
+    pub cpu: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub cgroup: String,
+    pub container: String,
+    pub syscall: String,
+    pub path: Option<String>,
+    pub wall_ns: u64,
+    pub oncpu_ns: u64,
+    pub softirq_ns: u64,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct PathRow {
     pub path: String,
     pub count: u64,
@@ -152,6 +171,7 @@ pub struct SoftirqRow {
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct StolenRow {
     pub pid: u32,
+    pub tid: u32,
     pub comm: String,
     pub vector: &'static str,
     pub ns: u64,
@@ -258,6 +278,11 @@ pub(super) fn build(a: &Analysis) -> Report {
         takeovers: a.takeovers.iter().map(|t| takeover_row(a, t)).collect(),
         culprits: culprit_rows(a),
         syscalls: syscall_rows(a),
+        slow_syscalls: a
+            .slow_syscalls
+            .iter()
+            .map(|c| slow_syscall_row(a, c))
+            .collect(),
         softirq: softirq_rows(a),
         softirq_stolen: stolen_rows(a),
     }
@@ -367,24 +392,22 @@ pub(super) fn path_text(path: &FilePath) -> Option<String> {
 
 fn takeover_row(a: &Analysis, t: &RunqWait) -> TakeoverRow {
     let culprit = (t.ran.tid != 0).then(|| {
-        let syscall = t.ran_syscall.map(|(nr, _)| nr);
+        let mut culprit = Culprit {
+            task: t.ran.clone(),
+            syscall: t.ran_syscall.map(|(nr, _)| nr),
+            syscall_start_ns: None,
+            call: None,
+        };
         let start = t.ts_ns.saturating_sub(t.wait_ns);
-        let call = a
+        if let Some(call) = a
             .slow_syscalls
             .iter()
-            .find(|call| {
-                call.task.tid == t.ran.tid
-                    && Some(call.nr) == syscall
-                    && call.ts_ns >= start
-                    && call.ts_ns.saturating_sub(call.wall_ns) <= t.ts_ns
-            })
-            .cloned();
-        Culprit {
-            task: t.ran.clone(),
-            syscall,
-            syscall_start_ns: None,
-            call,
+            .find(|call| stalls::call_matches(&culprit, call, start, t.ts_ns))
+        {
+            culprit.syscall = Some(call.nr);
+            culprit.call = Some(call.clone());
         }
+        culprit
     });
     let samples: Vec<Sample> = a
         .stalls
@@ -417,6 +440,24 @@ fn culprit_rows(a: &Analysis) -> Vec<CulpritRow> {
         })
         .collect();
     culprits::aggregate(&causes)
+}
+
+fn slow_syscall_row(a: &Analysis, c: &SlowSyscall) -> SlowSyscallRow {
+    let cgroup = a.cgroup_path(c.task.cgroup);
+    SlowSyscallRow {
+        ts_ns: c.ts_ns,
+        cpu: c.cpu,
+        pid: c.task.pid,
+        tid: c.task.tid,
+        comm: c.task.comm.clone(),
+        container: container_of(&cgroup),
+        cgroup,
+        syscall: syscall_table::name(c.nr),
+        path: path_text(&c.path),
+        wall_ns: c.wall_ns,
+        oncpu_ns: c.oncpu_ns,
+        softirq_ns: c.softirq_ns,
+    }
 }
 
 fn syscall_rows(a: &Analysis) -> Vec<SyscallRow> {
@@ -520,6 +561,7 @@ fn stolen_rows(a: &Analysis) -> Vec<StolenRow> {
         .take(TOP_STOLEN)
         .map(|s| StolenRow {
             pid: s.pid,
+            tid: s.tid,
             comm: s.comm.clone(),
             vector: softirq_name(s.vector),
             ns: s.ns,

@@ -72,6 +72,9 @@ pub struct Stall {
     pub culprit: Option<Culprit>,
     /// How sure the culprit is (see `Strength`).
     strength: Strength,
+    /// Among signals of that strength: ns of waiting each holder (tid)
+    /// accounts for; the culprit is the one with the most.
+    culprit_weights: Vec<(u32, u64)>,
     /// Signals merged into this stall.
     pub signals: u32,
     /// Stack samples taken on this CPU inside the interval.
@@ -224,7 +227,7 @@ impl StallTracker {
                 if culprit.call.is_none()
                     && call_matches(culprit, call, stall.start_ns, stall.end_ns)
                 {
-                    culprit.call = Some(call.clone());
+                    attach_call(culprit, call);
                 }
             }
         }
@@ -276,6 +279,7 @@ impl StallTracker {
             waited: Waited::default(),
             culprit: None,
             strength: Strength::None,
+            culprit_weights: Vec::new(),
             signals: 0,
             samples: Vec::new(),
             first_tick: None,
@@ -315,9 +319,29 @@ impl StallTracker {
                 stall.waited.task_wait_ns = signal.waited.task_wait_ns;
             }
         }
-        if signal.strength > stall.strength {
-            stall.culprit = signal.culprit;
-            stall.strength = signal.strength;
+        if let Some(culprit) = signal.culprit.filter(|_| signal.strength > Strength::None) {
+            let tid = culprit.task.tid;
+            let weight = signal.end_ns - signal.start_ns;
+            if signal.strength > stall.strength {
+                stall.culprit = Some(culprit);
+                stall.strength = signal.strength;
+                stall.culprit_weights = vec![(tid, weight)];
+            } else if signal.strength == stall.strength {
+                let weight_of = |weights: &[(u32, u64)], tid: u32| {
+                    weights.iter().find(|w| w.0 == tid).map_or(0, |w| w.1)
+                };
+                match stall.culprit_weights.iter_mut().find(|w| w.0 == tid) {
+                    Some(w) => w.1 += weight,
+                    None => stall.culprit_weights.push((tid, weight)),
+                }
+                let current = stall
+                    .culprit
+                    .as_ref()
+                    .map_or(0, |c| weight_of(&stall.culprit_weights, c.task.tid));
+                if weight_of(&stall.culprit_weights, tid) > current {
+                    stall.culprit = Some(culprit);
+                }
+            }
         }
         if let Some(sample) = signal.sample {
             if stall
@@ -367,7 +391,7 @@ impl StallTracker {
         stall.samples.sort_by_key(|s| s.ts_ns);
         if let (Some(culprit), Some(call)) = (&mut stall.culprit, call) {
             if culprit.call.is_none() {
-                culprit.call = Some(call);
+                attach_call(culprit, &call);
             }
         }
     }
@@ -419,11 +443,26 @@ fn culprit_of(task: &TaskRef, syscall: Option<(u32, u64)>) -> Option<Culprit> {
     })
 }
 
-/// Is `call` the syscall the culprit was inside during [start, end]?
-fn call_matches(culprit: &Culprit, call: &SlowSyscall, start: u64, end: u64) -> bool {
+/// Is `call` the syscall the culprit was inside during [start, end]? With
+/// the syscall known, any overlap will do; without (the culprit was seen
+/// just after the call returned, on its way back to user space), the call
+/// must cover at least half of the interval.
+pub(super) fn call_matches(culprit: &Culprit, call: &SlowSyscall, start: u64, end: u64) -> bool {
     let call_start = call.ts_ns.saturating_sub(call.wall_ns);
-    culprit.task.tid == call.task.tid
-        && culprit.syscall == Some(call.nr)
-        && call_start <= end
-        && call.ts_ns >= start
+    if culprit.task.tid != call.task.tid {
+        return false;
+    }
+    match culprit.syscall {
+        Some(nr) => nr == call.nr && call_start <= end && call.ts_ns >= start,
+        None => {
+            let overlap = call.ts_ns.min(end).saturating_sub(call_start.max(start));
+            overlap * 2 >= end - start
+        }
+    }
+}
+
+/// Give the culprit its call (and the call's number, if it had none).
+fn attach_call(culprit: &mut Culprit, call: &SlowSyscall) {
+    culprit.syscall = Some(call.nr);
+    culprit.call = Some(call.clone());
 }

@@ -438,6 +438,7 @@ fn fadvise_storm_tops_the_syscall_table() {
         ],
         softirq_stolen: vec![SoftirqStolen {
             pid: 1200,
+            tid: 1201,
             comm: "app".into(),
             vector: NET_RX,
             ns: 517 * MS,
@@ -535,4 +536,91 @@ fn overlapping_signals_merge_and_nothing_counts_twice() {
         80 * MS,
         "each stall counted once: 60 ms on cpu0 + 20 ms on cpu1"
     );
+}
+
+/// Preempt=none: a long non-yielding call is only switched out on its way
+/// back to user space, after its syscall ended; the stall still names it.
+#[test]
+fn a_culprit_seen_just_after_its_call_still_gets_the_call() {
+    let culprit = || task(77, "culprit", ROOT);
+    let victim = || task(78, "victim", ROOT);
+    let mut records = Vec::new();
+    // getdents64 ran [1000, 1020] ms; it returns, then the victim runs.
+    records.extend(syscall_record(
+        CPU,
+        1_020 * MS,
+        culprit(),
+        217,
+        20 * MS,
+        20 * MS,
+        5,
+        "/dev/shm/big",
+    ));
+    records.extend(runq_record(
+        KIND_RUNQ,
+        CPU,
+        1_020 * MS + 5_000,
+        19 * MS,
+        victim(),
+        culprit(),
+        None,
+    ));
+    let r = analyse_records(records, None);
+    let c = r.stalls[0].culprit.as_ref().unwrap();
+    assert_eq!(c.syscall.as_deref(), Some("getdents64"));
+    assert_eq!(c.path.as_deref(), Some("/dev/shm/big"));
+    // A call that covered little of the wait is not blamed.
+    let mut records = Vec::new();
+    records.extend(syscall_record(
+        CPU,
+        1_020 * MS,
+        culprit(),
+        217,
+        2 * MS,
+        2 * MS,
+        5,
+        "/dev/shm/big",
+    ));
+    records.extend(runq_record(
+        KIND_RUNQ,
+        CPU,
+        1_020 * MS + 5_000,
+        19 * MS,
+        victim(),
+        culprit(),
+        None,
+    ));
+    let r = analyse_records(records, None);
+    assert_eq!(r.stalls[0].culprit.as_ref().unwrap().syscall, None);
+}
+
+/// In a merged stall the culprit is the holder that kept tasks waiting
+/// longest, not whoever came first.
+#[test]
+fn the_culprit_of_merged_waits_is_the_longest_holder() {
+    let a = || task(1, "short", ROOT);
+    let hog = || task(2, "hog", ROOT);
+    let v = || task(3, "victim", ROOT);
+    let mut records = Vec::new();
+    records.extend(runq_record(
+        KIND_RUNQ,
+        0,
+        1_012 * MS,
+        12 * MS,
+        v(),
+        a(),
+        None,
+    )); // [1000,1012] behind short
+    records.extend(runq_record(
+        KIND_RUNQ,
+        0,
+        1_050 * MS,
+        45 * MS,
+        task(4, "w", ROOT),
+        hog(),
+        None,
+    )); // [1005,1050] behind hog
+    let r = analyse_records(records, None);
+    assert_eq!(r.stalls.len(), 1);
+    assert_eq!(r.stalls[0].culprit.as_ref().unwrap().comm, "hog");
 }

@@ -90,7 +90,8 @@ fn read_stolen(skel: &StalltopSkel<'_>) -> Vec<SoftirqStolen> {
     let mut out: Vec<SoftirqStolen> =
         per_cpu_entries::<types::stolen_key, types::stolen_stats>(&skel.maps.softirq_stolen)
             .map(|(k, per_cpu)| SoftirqStolen {
-                pid: k.pid,
+                pid: per_cpu.iter().map(|v| v.pid).max().unwrap_or(0),
+                tid: k.tid,
                 // CPUs that never saw it hold an empty comm.
                 comm: per_cpu
                     .iter()

@@ -313,10 +313,9 @@ fn raw_tp_softirq_handlers_time_the_delay_and_charge_the_interrupted_task() {
     assert_eq!((delay.cpu, delay.vector, delay.in_ksoftirqd), (0, 3, false));
     assert_eq!(delay.ctx.tid, unsafe { libc::gettid() } as u32);
 
-    // Its run time is charged to this process, which it interrupted.
-    let own_pid = std::process::id();
+    // Its run time is charged to this thread, which it interrupted.
     let key = types::stolen_key {
-        pid: own_pid,
+        tid: unsafe { libc::gettid() } as u32,
         vector: NET_RX as u32,
     };
     // SAFETY: stolen_key is Plain.
@@ -331,6 +330,7 @@ fn raw_tp_softirq_handlers_time_the_delay_and_charge_the_interrupted_task() {
     plain::copy_from_bytes(&mut stolen, &per_cpu[0]).unwrap();
     assert_eq!(stolen.count, 1);
     assert_eq!(stolen.ns, stats.run_total_ns);
+    assert_eq!(stolen.pid, std::process::id());
 }
 
 #[test]

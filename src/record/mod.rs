@@ -138,6 +138,7 @@ mod tests {
             }],
             softirq_stolen: vec![SoftirqStolen {
                 pid: 31337,
+                tid: 31338,
                 comm: "postgres".into(),
                 vector: 3,
                 ns: 700_000,

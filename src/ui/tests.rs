@@ -318,15 +318,37 @@ fn real_noisy_neighbour_recording() {
             "/stalltop_noisy",
         ],
     );
-    // Its culprit: the hog, named with its cgroup, in the details.
+    // A stall between the victim and the hog: both named, with their cgroups.
     press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "comm:victim comm:hog");
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
+    let stall = screen(&app);
+    assert_shows(
+        &stall,
+        &[
+            "Stall #",
+            "What waited",
+            "victim",
+            "hog pid",
+            "/stalltop_victim",
+            "/stalltop_noisy",
+        ],
+    );
+    // The hog as a culprit.
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('/'));
+    app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('u'),
+        KeyModifiers::CONTROL,
+    )));
     type_text(&mut app, "comm:hog");
     press(&mut app, KeyCode::Enter);
     press(&mut app, KeyCode::Tab);
     press(&mut app, KeyCode::Enter);
-    let details = screen(&app);
-    assert_shows(&details, &["Culprit hog", "/stalltop_noisy", "victim"]);
-    insta::assert_snapshot!(format!("{s}\n{details}"));
+    let culprit = screen(&app);
+    assert_shows(&culprit, &["Culprit hog", "/stalltop_noisy", "caused"]);
+    insta::assert_snapshot!([s, stall, culprit].join("\n"));
 }
 
 #[test]

@@ -173,7 +173,8 @@ fn run_once(
                 .spawn()
                 .context("starting bench-floor")?;
             let mut line = String::new();
-            BufReader::new(child.stdout.take().context("bench-floor stdout")?).read_line(&mut line)?;
+            BufReader::new(child.stdout.take().context("bench-floor stdout")?)
+                .read_line(&mut line)?;
             if line.trim() != "attached" {
                 let _ = child.kill();
                 bail!("bench-floor did not attach");
@@ -193,7 +194,8 @@ fn run_once(
                 .stderr(Stdio::null())
                 .spawn()
                 .context("starting stalltop")?;
-            let result = wait_attached(&mut child).and_then(|()| measure(workload, child.id(), true));
+            let result =
+                wait_attached(&mut child).and_then(|()| measure(workload, child.id(), true));
             stop(&mut child)?;
             let mut run = result?;
             run.lost_events = lost_events(stalltop, &recording)?;
@@ -234,7 +236,10 @@ fn measure(workload: Workload, pid: u32, count_cpu: bool) -> Result<Run> {
     let mut programs: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (id, (cnt, ns)) in after {
         let (cnt0, ns0) = before.get(&id).copied().unwrap_or((0, 0));
-        let name = names.get(&id).cloned().unwrap_or_else(|| format!("prog#{id}"));
+        let name = names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("prog#{id}"));
         // One program per CPU (the sampler) shares a name: sum them.
         let entry = programs.entry(name).or_default();
         entry.0 += cnt - cnt0;
@@ -243,7 +248,11 @@ fn measure(workload: Workload, pid: u32, count_cpu: bool) -> Result<Run> {
     Ok(Run {
         wall_s,
         programs,
-        user_cpu_s: if count_cpu { cpu_after - cpu_before } else { 0.0 },
+        user_cpu_s: if count_cpu {
+            cpu_after - cpu_before
+        } else {
+            0.0
+        },
         lost_events: 0,
     })
 }
@@ -336,7 +345,11 @@ fn stop(child: &mut Child) -> Result<()> {
 }
 
 fn lost_events(stalltop: &Path, recording: &Path) -> Result<u64> {
-    let out = Command::new(stalltop).arg("report").arg(recording).arg("--json").output()?;
+    let out = Command::new(stalltop)
+        .arg("report")
+        .arg(recording)
+        .arg("--json")
+        .output()?;
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .with_context(|| format!("stalltop report: {}", String::from_utf8_lossy(&out.stderr)))?;
     Ok(report["lost_events"]
@@ -393,7 +406,10 @@ fn render(runs: &BTreeMap<(Workload, Variant), Vec<Run>>, rounds: u32) -> String
             out,
             "\nstalltop user space: {cpu:.2}% of one CPU [{cpu_lo:.2}-{cpu_hi:.2}]; probe invocations: {events:.0}/s; lost events over all rounds: {lost}\n"
         );
-        let _ = writeln!(out, "| program | invocations/run | ns/invocation | floor ns |\n|---|---|---|---|");
+        let _ = writeln!(
+            out,
+            "| program | invocations/run | ns/invocation | floor ns |\n|---|---|---|---|"
+        );
         let floor = &runs[&(workload, Variant::Floor)];
         let per_call = |runs: &[Run], name: &str| {
             median(
@@ -406,13 +422,22 @@ fn render(runs: &BTreeMap<(Workload, Variant), Vec<Run>>, rounds: u32) -> String
         };
         let names: Vec<&String> = stalltop[0].programs.keys().collect();
         for name in names {
-            let calls = median(stalltop.iter().filter_map(|r| r.programs.get(name)).map(|p| p.0 as f64).collect());
+            let calls = median(
+                stalltop
+                    .iter()
+                    .filter_map(|r| r.programs.get(name))
+                    .map(|p| p.0 as f64)
+                    .collect(),
+            );
             if calls.0 == 0.0 {
                 continue;
             }
             let (ns, lo, hi) = per_call(stalltop, name);
             // Same length prefix, so the same 15-character truncation.
-            let floor_name = format!("flr_{}", name.trim_start_matches("btf_").trim_start_matches("raw_"));
+            let floor_name = format!(
+                "flr_{}",
+                name.trim_start_matches("btf_").trim_start_matches("raw_")
+            );
             let floor_ns = if floor.iter().any(|r| r.programs.contains_key(&floor_name)) {
                 format!("{:.0}", per_call(floor, &floor_name).0)
             } else {

@@ -706,17 +706,21 @@ fn long_call(
         ));
     }
     // On-CPU of the row (every call of the syscall in the cgroup): at least the calls' own CPU
-    // clock, at most their least time in the kernel (stolen time included there), plus a few
-    // calls the runtime makes on its own.
+    // clock, at most their wall time, plus a few calls the runtime makes on its own. Not at most
+    // "wall minus run_delay": stalltop's on-CPU is the time the task held the guest's CPU, which
+    // includes what the hypervisor stole from that vCPU meanwhile; the thread's CPU clock and
+    // schedstat put that steal on the runnable side (checked against a sched_switch trace: a
+    // 44.4 ms fadvise64 held CPU 1 for 39.2 ms, stalltop said 38.9 ms, its CPU clock 27.6 ms and
+    // run_delay 17.0 ms).
     let clock: u64 = call.calls.iter().map(|t| t.oncpu_ns).sum();
-    let all_least: u64 = call.calls.iter().map(|t| t.in_kernel_at_least()).sum();
+    let wall: u64 = call.calls.iter().map(|t| t.wall_ns).sum();
     let floor = clock - percent_of(clock, CALL_ONCPU_PERCENT);
-    let ceiling = all_least + percent_of(all_least, CALL_ONCPU_PERCENT) + CALL_ONCPU_SLACK_NS;
+    let ceiling = wall + CALL_ONCPU_SLACK_NS;
     if !(floor..=ceiling).contains(&row.oncpu_total_ns) {
         return fail(format!(
             "on-CPU {} ns is outside {floor}..={ceiling} ns: the {} calls' own CPU clock \
-             {clock} ns -{CALL_ONCPU_PERCENT}%, up to their wall minus runnable time \
-             {all_least} ns +{CALL_ONCPU_PERCENT}% + {CALL_ONCPU_SLACK_NS} ns",
+             {clock} ns -{CALL_ONCPU_PERCENT}%, up to their wall time {wall} ns + \
+             {CALL_ONCPU_SLACK_NS} ns",
             row.oncpu_total_ns,
             call.calls.len()
         ));
@@ -1580,9 +1584,8 @@ mod tests {
 
     #[test]
     fn slow_syscall_fails_on_on_cpu_time_the_call_cannot_have_had() {
-        // Seen on this VM: fadvise64 charged 45 ms on-CPU where the thread ran 32 ms and was
-        // runnable, not running, for the other 25 ms of the call.
-        let inflated = with(&slow_report(), "/syscalls/4/oncpu_total_ns", json!(45 * MS));
+        // More on-CPU time than the calls lasted (50.06 ms of wall in all).
+        let inflated = with(&slow_report(), "/syscalls/4/oncpu_total_ns", json!(52 * MS));
         assert_fails(
             slow_syscall(&inflated, &slow_truth()),
             "fadvise64 (/tmp/stalltop-slow-syscall/app.log) by culprit in /stalltop_glog: on-CPU",

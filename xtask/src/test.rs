@@ -12,10 +12,21 @@ pub fn main() -> Result<()> {
     prereqs::ensure()?;
     step("formatting", || cargo(&["fmt", "--all", "--", "--check"]))?;
     step("lints", || {
-        cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])
     })?;
-    step("unit and root integration tests", || cargo(&["test", "--workspace"]))?;
-    step("release build", || cargo(&["build", "--release", "-p", "stalltop"]))?;
+    step("unit and root integration tests", || {
+        cargo(&["test", "--workspace"])
+    })?;
+    step("release build", || {
+        cargo(&["build", "--release", "-p", "stalltop"])
+    })?;
     step("scenario tests", || xtask(&["scenario-tests"]))?;
     step("terminal test", || xtask(&["tui-test"]))?;
     eprintln!("\n== all tests passed");

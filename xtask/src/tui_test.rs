@@ -103,30 +103,23 @@ fn drive(stalltop: &Path, workdir: &Path) -> Result<()> {
         run.programs.len()
     );
 
+    // Only the stalls between the victim and the hog, as a user chasing them would.
+    tmux.filter("comm:victim comm:hog")?;
     eprintln!("tui-test: running scenario noisy-neighbour ({SCENARIO_LENGTH:?})");
     let scenario = thread::spawn(|| run_scenario_when_free(SCENARIO_LENGTH));
+    // The model may later fold a victim/hog stall into a longer one with another waiter: freeze
+    // the screen (p) as soon as one shows, and drill down on what is frozen.
     let finished = || scenario.is_finished();
-    let shown = tmux.wait_for(
-        "the victim's stall behind the hog",
-        stall_and_culprit_shown,
-        Deadline::GraceAfter(&finished),
-    );
+    let frozen = freeze_on_victim_hog_stall(&tmux, &finished);
     let outcome = scenario
         .join()
         .map_err(|_| anyhow::anyhow!("the scenario thread panicked"))?;
     let outcome = outcome.context("scenario noisy-neighbour")?;
     eprintln!("tui-test: scenario ground truth: {}", outcome.summary());
-    shown?;
-    eprintln!("tui-test: the stall and its culprit are on screen");
+    frozen?;
+    eprintln!("tui-test: a stall between the victim and the hog is on screen (paused)");
 
-    // Only the stalls between the victim and the hog; freeze the screen (p), open the newest.
-    tmux.filter("comm:victim comm:hog")?;
-    tmux.keys(&["p"])?;
-    tmux.wait_for(
-        "the paused screen",
-        |s| s.contains("PAUSED"),
-        Deadline::After(KEY_TIMEOUT),
-    )?;
+    // Open the newest.
     tmux.keys(&["Enter"])?;
     let stall = tmux.wait_for(
         "the stall's details",
@@ -185,17 +178,56 @@ fn drive(stalltop: &Path, workdir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn stall_and_culprit_shown(screen: &str) -> bool {
-    let lines: Vec<&str> = screen.lines().collect();
-    // A feed row: the victim waited while the hog held the CPU...
-    let feed = lines
+/// Wait for a stall between the victim and the hog, then pause; if a refresh between the
+/// capture and the key replaced it, resume and wait again.
+fn freeze_on_victim_hog_stall(tmux: &Tmux, finished: &dyn Fn() -> bool) -> Result<()> {
+    loop {
+        tmux.wait_for(
+            "a stall between the victim and the hog",
+            victim_hog_stall_shown,
+            Deadline::GraceAfter(finished),
+        )?;
+        tmux.keys(&["p"])?;
+        let paused = tmux.wait_for(
+            "the paused screen",
+            |s| s.contains("PAUSED"),
+            Deadline::After(KEY_TIMEOUT),
+        )?;
+        if victim_hog_stall_shown(&paused) {
+            return Ok(());
+        }
+        tmux.keys(&["p"])?;
+    }
+}
+
+/// A row of the feed (the left half of the wide layout) naming both the victim and the hog:
+/// one waited while the other held the CPU.
+fn victim_hog_stall_shown(screen: &str) -> bool {
+    table_rows(screen, "CULPRIT CHAIN", 0..usize::from(WIDTH / 2))
         .iter()
-        .any(|l| l.contains("victim[") && l.contains("hog["));
-    // ...and a culprits row: the hog, in its cgroup.
-    let culprit = lines
+        .any(|row| row.contains("victim[") && row.contains("hog["))
+}
+
+/// The data rows of the table pane whose column titles contain `title`, cut to the terminal
+/// columns `columns` (the wide layout puts two panes side by side).
+fn table_rows(screen: &str, title: &str, columns: std::ops::Range<usize>) -> Vec<String> {
+    let lines: Vec<String> = screen
+        .lines()
+        .map(|line| {
+            line.chars()
+                .skip(columns.start)
+                .take(columns.len())
+                .collect()
+        })
+        .collect();
+    let Some(titles) = lines.iter().position(|l| l.contains(title)) else {
+        return Vec::new();
+    };
+    lines[titles + 1..]
         .iter()
-        .any(|l| l.contains("│hog ") && l.contains("/stalltop_noisy"));
-    feed && culprit
+        .take_while(|l| !l.starts_with('└'))
+        .cloned()
+        .collect()
 }
 
 /// `scenario::run`, waiting while another scenario holds the host's scenario lock.
@@ -224,10 +256,13 @@ enum Deadline<'a> {
     GraceAfter(&'a dyn Fn() -> bool),
 }
 
-/// A tmux server of our own (its own socket), killed when dropped.
+/// A tmux server of our own (its socket in the work directory), killed and its socket
+/// removed when dropped.
 struct Tmux {
-    socket: String,
+    socket: PathBuf,
     workdir: PathBuf,
+    /// stalltop processes started in the pane, waited for (or killed) on drop.
+    launched: std::cell::RefCell<Vec<u32>>,
 }
 
 /// stalltop running in the pane.
@@ -240,8 +275,9 @@ struct Running {
 impl Tmux {
     fn start(workdir: &Path) -> Result<Tmux> {
         let tmux = Tmux {
-            socket: format!("stalltop-tui-{}", process::id()),
+            socket: workdir.join("tmux.sock"),
             workdir: workdir.to_path_buf(),
+            launched: Default::default(),
         };
         let (w, h) = (WIDTH.to_string(), HEIGHT.to_string());
         tmux.run(&[
@@ -265,7 +301,7 @@ impl Tmux {
 
     fn run(&self, args: &[&str]) -> Result<Output> {
         let out = Command::new("tmux")
-            .arg("-L")
+            .arg("-S")
             .arg(&self.socket)
             .args(args)
             .output()
@@ -375,6 +411,7 @@ impl Tmux {
             .parse()
             .context("the pane's pid")?;
         let pid = child_named(shell, "stalltop")?;
+        self.launched.borrow_mut().push(pid);
         let programs = bpf_programs_of(pid)?;
         ensure!(
             !programs.is_empty(),
@@ -489,10 +526,24 @@ impl Drop for Tmux {
     fn drop(&mut self) {
         // Closes the pane: a stalltop still running gets SIGHUP, restores and detaches.
         let _ = Command::new("tmux")
-            .arg("-L")
+            .arg("-S")
             .arg(&self.socket)
             .arg("kill-server")
             .output();
+        let _ = fs::remove_file(&self.socket);
+        // Leave nothing running: give each stalltop time to detach, then kill it.
+        for &pid in self.launched.borrow().iter() {
+            let alive = || Path::new(&format!("/proc/{pid}")).exists();
+            let deadline = Instant::now() + EXIT_TIMEOUT;
+            while alive() && Instant::now() < deadline {
+                thread::sleep(POLL);
+            }
+            if alive() {
+                eprintln!("tui-test: stalltop {pid} outlived its terminal; killing it");
+                // SAFETY: kill(2) on a pid this test started; no memory involved.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+        }
     }
 }
 
