@@ -88,8 +88,8 @@ static __always_inline void preemption_record(struct runq_stats *s, __u64 victim
 	p->wait_ns += wait;
 }
 
-/* `waiter` waited `wait` ns and now runs; `holder` had the CPU (see
- * task_state.holder); `holder_state` is its state if known. */
+/* `waiter` waited `wait` ns and now runs; `holder` held the CPU longest
+ * meanwhile; `holder_state` is its state if known. */
 static __always_inline void runq_event_emit(bool btf, __u16 kind, __u64 now, __u64 wait,
 					    struct task_struct *waiter, __u64 waiter_cgroup,
 					    const struct task_ref *holder,
@@ -123,16 +123,6 @@ static __always_inline void ksoftirqd_waiting(__u32 cpu, __u64 since)
 		cs->ksoftirqd_runnable_since = since;
 }
 
-/* `t` (whose cgroup is `cgroup`) as a task_ref. */
-static __always_inline void holder_fill(bool btf, struct task_ref *r, struct task_struct *t,
-					__u32 tid, __u64 cgroup)
-{
-	r->pid = FIELD(btf, t, tgid);
-	r->tid = tid;
-	r->cgroup = cgroup;
-	bpf_probe_read_kernel(r->comm, sizeof(r->comm), &t->comm);
-}
-
 static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 {
 	__u32 tid = FIELD(btf, p, pid);
@@ -144,33 +134,112 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 	if (!ts)
 		return;
 	ts->runq_since = bpf_ktime_get_ns();
-	ts->flags &= ~(TASK_PREEMPTED | TASK_HOLDER_KTHREAD);
-	ts->holder.tid = 0;
-	if (ts->flags & TASK_IS_KSOFTIRQD) {
-		__u32 cpu = FIELD(btf, p, wake_cpu);
+	if (ts->flags & TASK_IS_KSOFTIRQD)
+		ksoftirqd_waiting(FIELD(btf, p, wake_cpu), ts->runq_since);
+}
 
-		ksoftirqd_waiting(cpu, ts->runq_since);
-		/* Woken at irq exit on its own CPU: the interrupted task keeps
-		 * the CPU until it yields; that is who ksoftirqd waits behind. */
-		if (cpu == bpf_get_smp_processor_id()) {
-			struct task_struct *current = bpf_get_current_task_btf();
-			__u32 current_tid = current->pid;
+/* `prev` held the CPU for [start, end]: remember the slice if it is long
+ * enough to matter to a wait. */
+static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struct task_struct *prev,
+					   __u32 prev_tid, struct task_state *ps, __u64 start,
+					   __u64 end)
+{
+	struct slice *sl;
+	__u32 i;
 
-			if (current_tid && current_tid != tid) {
-				holder_fill(true, &ts->holder, current, current_tid,
-					    task_cgroup(true, current));
-				if (current->flags & PF_KTHREAD)
-					ts->flags |= TASK_HOLDER_KTHREAD;
-			}
+	if (end - start < SLICE_MIN_NS)
+		return;
+	i = cs->next_slice++ & (SLICES - 1);
+	sl = &cs->slices[i];
+	sl->start = start;
+	sl->end = end;
+	sl->tid = prev_tid;
+	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
+	sl->cgroup = !prev_tid ? 0 : ps && ps->cgroup ? ps->cgroup : task_cgroup(btf, prev);
+	sl->kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
+	bpf_probe_read_kernel(sl->comm, sizeof(sl->comm), &prev->comm);
+}
+
+/* The index of the slice whose task held the CPU longest (summed over its
+ * slices) during [start, end], or -1 if no remembered slice overlaps it.
+ * A global function: verified once, on its own, not at every call site. */
+__noinline int longest_holder(struct cpu_state *cs, __u64 start, __u64 end)
+{
+	__u64 held[SLICES] = {}, best_held = 0;
+	int best = -1;
+	__u32 i, j;
+
+	if (!cs)
+		return -1;
+	for (i = 0; i < SLICES; i++) {
+		__u64 from = cs->slices[i].start > start ? cs->slices[i].start : start;
+		__u64 to = cs->slices[i].end < end ? cs->slices[i].end : end;
+
+		if (to > from)
+			held[i] = to - from;
+	}
+	for (i = 0; i < SLICES; i++) {
+		__u64 total = 0;
+
+		if (!held[i])
+			continue;
+		for (j = 0; j < SLICES; j++)
+			if (cs->slices[j].tid == cs->slices[i].tid)
+				total += held[j];
+		if (total > best_held) {
+			best_held = total;
+			best = i;
 		}
+	}
+	return best;
+}
+
+/* `next` ran after waiting `wait` ns (at least PREEMPT_WAIT_MIN_NS): charge
+ * the episode to the task that held the CPU longest meanwhile and report
+ * the wait if it is over a threshold. */
+static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq_stats *s,
+				     __u64 now, __u64 wait, struct task_struct *next,
+				     struct task_state *ns, __u64 next_cgroup,
+				     struct task_struct *prev, __u32 prev_tid, struct task_state *ps)
+{
+	int i = longest_holder(cs, now - wait, now);
+	/* The mask keeps the verifier sure of the bounds. */
+	struct slice *longest = i >= 0 ? &cs->slices[i & (SLICES - 1)] : NULL;
+	struct task_ref holder = {};
+	struct task_state *holder_state = NULL;
+	bool kthread;
+
+	if (longest) {
+		holder.pid = longest->pid;
+		holder.tid = longest->tid;
+		holder.cgroup = longest->cgroup;
+		__builtin_memcpy(holder.comm, longest->comm, sizeof(holder.comm));
+		kthread = longest->kthread;
+	} else {
+		holder.pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
+		holder.tid = prev_tid;
+		holder.cgroup = !prev_tid ? 0 : ps && ps->cgroup ? ps->cgroup : task_cgroup(btf, prev);
+		bpf_probe_read_kernel(holder.comm, sizeof(holder.comm), &prev->comm);
+		kthread = FIELD(btf, prev, flags) & PF_KTHREAD;
+	}
+	if (holder.tid == prev_tid)
+		holder_state = ps;
+	if (s && holder.tid)
+		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
+	if (ns->flags & TASK_IS_KSOFTIRQD) {
+		if (wait >= takeover_threshold_ns)
+			runq_event_emit(btf, KIND_TAKEOVER, now, wait, next, next_cgroup, &holder,
+					holder_state);
+	} else if (wait >= runq_threshold_ns) {
+		runq_event_emit(btf, KIND_RUNQ, now, wait, next, next_cgroup, &holder, holder_state);
 	}
 }
 
 /* A runnable task that waits at least PREEMPT_WAIT_MIN_NS is one episode,
- * charged when it runs again to its holder (the task that took its CPU,
- * or the one its wakeup interrupted, for ksoftirqd) or else to the task
- * that had the CPU until now. cgroup ids are walked once per switch
- * (next's) and cached per task. */
+ * charged when it runs again to the task that held the CPU longest during
+ * the wait (from the CPU's recent slices), or else to the task that had
+ * the CPU until now. cgroup ids are walked once per switch (next's) and
+ * cached per task. */
 static __always_inline void on_switch(bool btf, bool preempt, struct task_struct *prev,
 				      struct task_struct *next, unsigned int prev_state)
 {
@@ -182,9 +251,6 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	__u64 now = bpf_ktime_get_ns();
 	__u64 next_cgroup = 0;
 
-	if (!prev_tid && cs)
-		cs->last_tick = now; /* idle has no sampler ticks: not a gap */
-
 	if (next_tid) {
 		ns = task_state_of(next, next_tid, false);
 		next_cgroup = task_cgroup(btf, next);
@@ -195,22 +261,22 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	if (prev_tid) {
 		ps = task_state_of(prev, prev_tid, runnable);
 		/* Switched out while runnable (preempted, throttled, yielded):
-		 * its wait for the CPU starts now; next holds the CPU. */
+		 * its wait for the CPU starts now. */
 		if (runnable && ps) {
 			ps->runq_since = now;
-			ps->flags |= TASK_PREEMPTED;
-			ps->flags &= ~TASK_HOLDER_KTHREAD;
-			ps->holder.tid = 0;
-			if (next_tid) {
-				holder_fill(btf, &ps->holder, next, next_tid, next_cgroup);
-				if (FIELD(btf, next, flags) & PF_KTHREAD)
-					ps->flags |= TASK_HOLDER_KTHREAD;
-			}
 			if (ps->flags & TASK_IS_KSOFTIRQD && cs)
 				cs->ksoftirqd_runnable_since = now;
 		}
 		if (ps && ps->sys_enter_ts)
 			syscall_slice_end(ps, cs, now);
+	}
+
+	if (cs) {
+		if (prev_tid)
+			slice_remember(btf, cs, prev, prev_tid, ps, cs->current_since, now);
+		else
+			cs->last_tick = now; /* idle has no sampler ticks: not a gap */
+		cs->current_since = now;
 	}
 
 	if (!ns)
@@ -224,33 +290,8 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 			runq_wait_record(s, wait);
 		if (ns->flags & TASK_IS_KSOFTIRQD && cs)
 			cs->ksoftirqd_runnable_since = 0;
-		if (wait >= PREEMPT_WAIT_MIN_NS) {
-			struct task_ref from_prev = {};
-			const struct task_ref *holder = &ns->holder;
-			struct task_state *holder_state = ns->holder.tid == prev_tid ? ps : NULL;
-			bool kthread = ns->flags & TASK_HOLDER_KTHREAD;
-
-			if (!ns->holder.tid) {
-				holder_fill(btf, &from_prev, prev, prev_tid,
-					    !prev_tid	       ? 0 :
-					    ps && ps->cgroup ? ps->cgroup :
-							       task_cgroup(btf, prev));
-				holder = &from_prev;
-				holder_state = ps;
-				kthread = FIELD(btf, prev, flags) & PF_KTHREAD;
-			}
-			if (s && holder->tid)
-				preemption_record(s, next_cgroup, holder->cgroup, holder->comm, kthread,
-						  wait);
-			if (ns->flags & TASK_IS_KSOFTIRQD) {
-				if (wait >= takeover_threshold_ns)
-					runq_event_emit(btf, KIND_TAKEOVER, now, wait, next, next_cgroup,
-							holder, holder_state);
-			} else if (wait >= runq_threshold_ns) {
-				runq_event_emit(btf, KIND_RUNQ, now, wait, next, next_cgroup, holder,
-						holder_state);
-			}
-		}
+		if (wait >= PREEMPT_WAIT_MIN_NS && cs)
+			wait_end(btf, cs, s, now, wait, next, ns, next_cgroup, prev, prev_tid, ps);
 	}
 	if (ns->sys_enter_ts)
 		syscall_slice_start(ns, cs, now);

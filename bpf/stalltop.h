@@ -69,8 +69,7 @@ struct runq_event {
 /* Run-queue latency per cgroup (per-CPU map `runq_by_cgroup`). The
  * preempted_* counters count episodes in which a runnable task of the
  * cgroup waited at least PREEMPT_WAIT_MIN_NS for its CPU, by who kept it
- * off: the task that took the CPU from it (if it was preempted) or the one
- * that had the CPU when its wait after a wakeup ended. */
+ * off: the task that held the CPU longest during the wait. */
 struct runq_stats {
 	__u32 slots[HIST_SLOTS];
 	__u64 count;
@@ -207,6 +206,23 @@ struct sample_event {
 #define SAMPLE_WHY_SYSCALL 4 /* the task has run long inside one syscall */
 #define SAMPLE_WHY_GAP 8 /* first tick after a gap */
 
+/* A stretch of time one task held a CPU (cpu_state.slices). */
+struct slice {
+	__u64 start;
+	__u64 end;
+	__u64 cgroup;
+	__u32 pid;
+	__u32 tid;
+	__u32 kthread;
+	__u32 _pad;
+	__u8 comm[COMM_LEN];
+};
+
+/* The last SLICES slices of at least SLICE_MIN_NS on a CPU: whoever held
+ * the CPU longest during a wait is its culprit. */
+#define SLICES 8
+#define SLICE_MIN_NS 250000
+
 /* Per-CPU state (per-CPU map `cpus`); user space seeds ksoftirqd_tid. */
 struct cpu_state {
 	__u64 softirq_raised[NR_SOFTIRQ_VECTORS]; /* first raise while not pending */
@@ -214,8 +230,10 @@ struct cpu_state {
 	__u64 softirq_ns; /* all softirq run time on this CPU so far */
 	__u64 last_tick; /* previous sampler tick, or the end of idle */
 	__u64 ksoftirqd_runnable_since; /* 0 while ksoftirqd/N is not waiting */
+	__u64 current_since; /* when the running task was switched in */
 	__u32 ksoftirqd_tid;
-	__u32 _pad;
+	__u32 next_slice; /* where the next slice goes in `slices` */
+	struct slice slices[SLICES];
 };
 
 /* Per-task state (map `tasks`, keyed by tid). User space only seeds it:
@@ -232,14 +250,8 @@ struct task_state {
 	__u64 sys_arg1;
 	__s32 sys_nr;
 	__u32 flags;
-	/* Who held the CPU when its current wait began: the task that took it
-	 * (a preemption), or for ksoftirqd the task its wakeup interrupted.
-	 * tid 0: not known; the task running when the wait ends is used. */
-	struct task_ref holder;
 };
 
 #define TASK_IS_KSOFTIRQD 1
-#define TASK_PREEMPTED 2 /* its current wait began with a preemption */
-#define TASK_HOLDER_KTHREAD 4 /* holder is a kernel thread */
 
 #endif /* STALLTOP_H */
