@@ -109,10 +109,42 @@ static __always_inline struct task_state *current_state(bool create)
 	return task_state_of(bpf_get_current_task_btf(), (__u32)bpf_get_current_pid_tgid(), create);
 }
 
-/* Reserve a record of `size` bytes of kind `kind` and fill its header. */
+/* Records per second per CPU and kind, and the burst allowed: under
+ * overload (every wait over the threshold) the kernel side samples records
+ * rather than flood the ring buffer; histograms still count everything. */
+const volatile __u32 record_rate = 1000;
+const volatile __u32 record_burst = 250;
+
+static __always_inline bool record_allowed(__u16 kind, __u64 now)
+{
+	struct cpu_state *cs = this_cpu();
+	__u64 refill;
+
+	if (!cs || kind >= KIND_MAX)
+		return true;
+	refill = (now - cs->refilled[kind]) * record_rate / 1000000000;
+	if (refill) {
+		cs->tokens[kind] =
+			cs->tokens[kind] + refill > record_burst ? record_burst : cs->tokens[kind] + refill;
+		cs->refilled[kind] = now;
+	}
+	if (!cs->tokens[kind]) {
+		count(COUNTER_RATE_LIMITED_BASE + kind);
+		return false;
+	}
+	cs->tokens[kind]--;
+	return true;
+}
+
+/* Reserve a record of `size` bytes of kind `kind` and fill its header;
+ * NULL when rate-limited or the ring buffer is full (both counted). */
 static __always_inline void *record_reserve(__u16 kind, __u16 size, __u64 now)
 {
-	struct record_header *h = bpf_ringbuf_reserve(&events, size, 0);
+	struct record_header *h;
+
+	if (!record_allowed(kind, now))
+		return NULL;
+	h = bpf_ringbuf_reserve(&events, size, 0);
 
 	if (!h) {
 		count(COUNTER_LOST_BASE + kind);

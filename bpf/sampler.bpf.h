@@ -2,13 +2,14 @@
 /*
  * CPU X-ray: a cpu-clock perf event on every CPU. Each tick costs a few
  * loads; a stack is taken only when it can explain something (a softirq
- * or ksoftirqd waiting on this CPU, a task long inside a syscall), and a
+ * waiting on this CPU, a task long inside a syscall), and a
  * gap between ticks far beyond the period is reported as irqs-off.
  */
 #ifndef STALLTOP_SAMPLER_BPF_H
 #define STALLTOP_SAMPLER_BPF_H
 
 #include "common.bpf.h"
+#include "syscall.bpf.h"
 
 /* Keep stacks once something has waited (or a call run) this long. */
 const volatile __u64 sample_after_ns = 1000 * 1000;
@@ -27,12 +28,10 @@ static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct task_st
 		if (raised && now - raised >= sample_after_ns)
 			why |= SAMPLE_WHY_SOFTIRQ;
 	}
-	if (cs->ksoftirqd_runnable_since && now - cs->ksoftirqd_runnable_since >= sample_after_ns)
-		why |= SAMPLE_WHY_KSOFTIRQD;
 	/* On-CPU time in the call so far, not wall time: a call that slept
 	 * explains nothing about this CPU. */
 	if (current_state && current_state->sys_enter_ts &&
-	    current_state->sys_oncpu_ns + (now - current_state->slice_start) >= sample_after_ns)
+	    current_state->sys_oncpu_ns + (now - slice_start(current_state, cs)) >= sample_after_ns)
 		why |= SAMPLE_WHY_SYSCALL;
 	return why;
 }

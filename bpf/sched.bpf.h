@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The scheduler tracepoints: run-queue latency per cgroup, who kept tasks
+ * The sched_switch tracepoint: run-queue latency per cgroup (from the
+ * scheduler's own sched_info, so no wakeup hook is needed), who kept tasks
  * off their CPU (preemption episodes and top preemptors), over-threshold
  * waits (ordinary tasks and ksoftirqd takeovers), and the slices of tasks
  * inside syscalls.
@@ -112,37 +113,10 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, __u64 now, __u
 	record_submit(e);
 }
 
-/* ksoftirqd/N became runnable: the sampler keeps stacks on CPU N while it
- * waits. */
-static __always_inline void ksoftirqd_waiting(__u32 cpu, __u64 since)
-{
-	__u32 zero = 0;
-	struct cpu_state *cs = bpf_map_lookup_percpu_elem(&cpus, &zero, cpu);
-
-	if (cs)
-		cs->ksoftirqd_runnable_since = since;
-}
-
-static __always_inline void on_wakeup(bool btf, struct task_struct *p)
-{
-	__u32 tid = FIELD(btf, p, pid);
-	struct task_state *ts;
-
-	if (!tid)
-		return;
-	ts = task_state_of(p, tid, true);
-	if (!ts)
-		return;
-	ts->runq_since = bpf_ktime_get_ns();
-	if (ts->flags & TASK_IS_KSOFTIRQD)
-		ksoftirqd_waiting(FIELD(btf, p, wake_cpu), ts->runq_since);
-}
-
 /* `prev` held the CPU for [start, end]: remember the slice if it is long
  * enough to matter to a wait. */
 static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struct task_struct *prev,
-					   __u32 prev_tid, struct task_state *ps, __u64 start,
-					   __u64 end)
+					   __u32 prev_tid, __u64 start, __u64 end)
 {
 	struct slice *sl;
 	__u32 i;
@@ -155,39 +129,26 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 	sl->end = end;
 	sl->tid = prev_tid;
 	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
-	sl->cgroup = !prev_tid ? 0 : ps && ps->cgroup ? ps->cgroup : task_cgroup(btf, prev);
+	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
 	sl->kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
 	bpf_probe_read_kernel(sl->comm, sizeof(sl->comm), &prev->comm);
 }
 
-/* The index of the slice whose task held the CPU longest (summed over its
- * slices) during [start, end], or -1 if no remembered slice overlaps it.
- * A global function: verified once, on its own, not at every call site. */
-__noinline int longest_holder(struct cpu_state *cs, __u64 start, __u64 end)
+/* The index of the remembered slice that overlaps [start, end] most, or
+ * -1 if none does. (Per slice, not summed per task: cheap, and a task that
+ * holds a CPU long holds it in long slices.) */
+static __always_inline int longest_holder(struct cpu_state *cs, __u64 start, __u64 end)
 {
-	__u64 held[SLICES] = {}, best_held = 0;
+	__u64 best_held = 0;
 	int best = -1;
-	__u32 i, j;
+	__u32 i;
 
-	if (!cs)
-		return -1;
 	for (i = 0; i < SLICES; i++) {
 		__u64 from = cs->slices[i].start > start ? cs->slices[i].start : start;
 		__u64 to = cs->slices[i].end < end ? cs->slices[i].end : end;
 
-		if (to > from)
-			held[i] = to - from;
-	}
-	for (i = 0; i < SLICES; i++) {
-		__u64 total = 0;
-
-		if (!held[i])
-			continue;
-		for (j = 0; j < SLICES; j++)
-			if (cs->slices[j].tid == cs->slices[i].tid)
-				total += held[j];
-		if (total > best_held) {
-			best_held = total;
+		if (to > from && to - from > best_held) {
+			best_held = to - from;
 			best = i;
 		}
 	}
@@ -199,7 +160,7 @@ __noinline int longest_holder(struct cpu_state *cs, __u64 start, __u64 end)
  * the wait if it is over a threshold. */
 static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq_stats *s,
 				     __u64 now, __u64 wait, struct task_struct *next,
-				     struct task_state *ns, __u64 next_cgroup,
+				     bool next_is_ksoftirqd, __u64 next_cgroup,
 				     struct task_struct *prev, __u32 prev_tid, struct task_state *ps)
 {
 	int i = longest_holder(cs, now - wait, now);
@@ -218,7 +179,7 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	} else {
 		holder.pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
 		holder.tid = prev_tid;
-		holder.cgroup = !prev_tid ? 0 : ps && ps->cgroup ? ps->cgroup : task_cgroup(btf, prev);
+		holder.cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
 		bpf_probe_read_kernel(holder.comm, sizeof(holder.comm), &prev->comm);
 		kthread = FIELD(btf, prev, flags) & PF_KTHREAD;
 	}
@@ -226,7 +187,7 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 		holder_state = ps;
 	if (s && holder.tid)
 		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
-	if (ns->flags & TASK_IS_KSOFTIRQD) {
+	if (next_is_ksoftirqd) {
 		if (wait >= takeover_threshold_ns)
 			runq_event_emit(btf, KIND_TAKEOVER, now, wait, next, next_cgroup, &holder,
 					holder_state);
@@ -235,66 +196,70 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	}
 }
 
+/* Whether `next` waited on this CPU's run queue and for how long, as the
+ * scheduler's own accounting (sched_info) has it: since its wakeup, or
+ * since it was switched out still runnable (preempted, throttled,
+ * yielded). The clock is this run queue's, updated by __schedule, except
+ * right after a wakeup preemption (the scheduler skips that update): such
+ * a short wait reads as 0, and still counts as a wait. */
+static __always_inline bool runq_wait(bool btf, struct task_struct *next, __u64 *wait)
+{
+	__u64 queued, clock;
+
+	if (!bpf_core_field_exists(struct task_struct, sched_info))
+		return false; /* no CONFIG_SCHED_INFO; user space warns */
+	if (btf) {
+		queued = next->sched_info.last_queued;
+		clock = queued ? next->se.cfs_rq->rq->clock : 0;
+	} else {
+		queued = BPF_CORE_READ(next, sched_info.last_queued);
+		clock = queued ? BPF_CORE_READ(next, se.cfs_rq, rq, clock) : 0;
+	}
+	*wait = clock > queued ? clock - queued : 0;
+	return queued != 0;
+}
+
 /* A runnable task that waits at least PREEMPT_WAIT_MIN_NS is one episode,
  * charged when it runs again to the task that held the CPU longest during
  * the wait (from the CPU's recent slices), or else to the task that had
- * the CPU until now. cgroup ids are walked once per switch (next's) and
- * cached per task. */
-static __always_inline void on_switch(bool btf, bool preempt, struct task_struct *prev,
-				      struct task_struct *next, unsigned int prev_state)
+ * the CPU until now. Only prev's state is looked up (it is the running
+ * task, so hot in cache): next's wait comes from sched_info, and a
+ * syscall's slices start from the CPU's current_since. */
+static __always_inline void on_switch(bool btf, struct task_struct *prev, struct task_struct *next)
 {
 	__u32 prev_tid = FIELD(btf, prev, pid);
 	__u32 next_tid = FIELD(btf, next, pid);
-	bool runnable = preempt || prev_state == TASK_RUNNING;
 	struct cpu_state *cs = this_cpu();
-	struct task_state *ps = NULL, *ns = NULL;
+	struct task_state *ps = NULL;
 	__u64 now = bpf_ktime_get_ns();
-	__u64 next_cgroup = 0;
-
-	if (next_tid) {
-		ns = task_state_of(next, next_tid, false);
-		next_cgroup = task_cgroup(btf, next);
-		if (ns)
-			ns->cgroup = next_cgroup;
-	}
+	__u64 wait = 0;
+	bool waited = next_tid && runq_wait(btf, next, &wait);
 
 	if (prev_tid) {
-		ps = task_state_of(prev, prev_tid, runnable);
-		/* Switched out while runnable (preempted, throttled, yielded):
-		 * its wait for the CPU starts now. */
-		if (runnable && ps) {
-			ps->runq_since = now;
-			if (ps->flags & TASK_IS_KSOFTIRQD && cs)
-				cs->ksoftirqd_runnable_since = now;
-		}
+		ps = task_state_of(prev, prev_tid, false);
 		if (ps && ps->sys_enter_ts)
 			syscall_slice_end(ps, cs, now);
 	}
 
 	if (cs) {
 		if (prev_tid)
-			slice_remember(btf, cs, prev, prev_tid, ps, cs->current_since, now);
+			slice_remember(btf, cs, prev, prev_tid, cs->current_since, now);
 		else
 			cs->last_tick = now; /* idle has no sampler ticks: not a gap */
 		cs->current_since = now;
+		cs->current_softirq = cs->softirq_ns;
 	}
 
-	if (!ns)
-		return;
-	if (ns->runq_since) {
-		__u64 wait = now - ns->runq_since;
+	if (waited) {
+		__u64 next_cgroup = task_cgroup(btf, next);
 		struct runq_stats *s = runq_stats_of(next_cgroup);
 
-		ns->runq_since = 0;
 		if (s)
 			runq_wait_record(s, wait);
-		if (ns->flags & TASK_IS_KSOFTIRQD && cs)
-			cs->ksoftirqd_runnable_since = 0;
 		if (wait >= PREEMPT_WAIT_MIN_NS && cs)
-			wait_end(btf, cs, s, now, wait, next, ns, next_cgroup, prev, prev_tid, ps);
+			wait_end(btf, cs, s, now, wait, next, next_tid == cs->ksoftirqd_tid,
+				 next_cgroup, prev, prev_tid, ps);
 	}
-	if (ns->sys_enter_ts)
-		syscall_slice_start(ns, cs, now);
 }
 
 static __always_inline void on_task_exit(bool btf, struct task_struct *p)

@@ -18,10 +18,11 @@ struct {
 	__type(value, struct softirq_stats);
 } softirq_by_vector SEC(".maps");
 
-/* Preallocated: its keys (pids) churn, and a per-CPU allocation on every
- * new key would cost microseconds inside the softirq. */
+/* LRU: its keys (thread ids) churn, and threads that are gone give way to
+ * new ones; preallocated, as a per-CPU allocation inside the softirq would
+ * cost microseconds. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct stolen_key);
 	__type(value, struct stolen_stats);

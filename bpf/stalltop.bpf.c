@@ -31,39 +31,11 @@ struct syscall_stats _syscall_stats = {};
 struct sample_event _sample_event = {};
 struct cpu_state _cpu_state = {};
 
-SEC("?tp_btf/sched_wakeup")
-int BPF_PROG(btf_sched_wakeup, struct task_struct *p)
-{
-	on_wakeup(true, p);
-	return 0;
-}
-
-SEC("?raw_tp/sched_wakeup")
-int BPF_PROG(raw_sched_wakeup, struct task_struct *p)
-{
-	on_wakeup(false, p);
-	return 0;
-}
-
-SEC("?tp_btf/sched_wakeup_new")
-int BPF_PROG(btf_sched_wakeup_new, struct task_struct *p)
-{
-	on_wakeup(true, p);
-	return 0;
-}
-
-SEC("?raw_tp/sched_wakeup_new")
-int BPF_PROG(raw_sched_wakeup_new, struct task_struct *p)
-{
-	on_wakeup(false, p);
-	return 0;
-}
-
 SEC("?tp_btf/sched_switch")
 int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	on_switch(true, preempt, prev, next, prev_state);
+	on_switch(true, prev, next);
 	return 0;
 }
 
@@ -71,7 +43,7 @@ SEC("?raw_tp/sched_switch")
 int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	on_switch(false, preempt, prev, next, prev_state);
+	on_switch(false, prev, next);
 	return 0;
 }
 

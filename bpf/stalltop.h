@@ -30,7 +30,8 @@
 #define COUNTER_PREEMPTORS_FULL 10
 #define COUNTER_SYSCALLS_FULL 11
 #define COUNTER_STOLEN_FULL 12
-#define COUNTER_MAX 16
+#define COUNTER_RATE_LIMITED_BASE 16 /* + kind: over the per-CPU record rate */
+#define COUNTER_MAX 24
 
 /* Latency histogram: 4 sub-buckets per power of two (error <= 12.5%). */
 #define HIST_SUB_BITS 2
@@ -186,8 +187,8 @@ struct syscall_stats {
 };
 
 /* KIND_SAMPLE and KIND_IRQOFF: what a CPU was doing at a sampler tick. A
- * sample is kept only while something on the CPU waits (a softirq, a
- * woken ksoftirqd) or a task has been in a syscall for long; an irqoff
+ * sample is kept only while a softirq waits on the CPU (in ksoftirqd or
+ * not) or a task has been in a syscall for long; an irqoff
  * record is the first tick after a gap of gap_ns without ticks. */
 struct sample_event {
 	struct record_header hdr;
@@ -201,8 +202,8 @@ struct sample_event {
 	__u64 ustack[STACK_DEPTH];
 };
 
-#define SAMPLE_WHY_SOFTIRQ 1 /* a softirq has been pending for long */
-#define SAMPLE_WHY_KSOFTIRQD 2 /* ksoftirqd/N has been runnable for long */
+#define SAMPLE_WHY_SOFTIRQ 1 /* a softirq has been pending for long (ksoftirqd's
+				  * waits included: it has pending work) */
 #define SAMPLE_WHY_SYSCALL 4 /* the task has run long inside one syscall */
 #define SAMPLE_WHY_GAP 8 /* first tick after a gap */
 
@@ -229,29 +230,27 @@ struct cpu_state {
 	__u64 softirq_entered[NR_SOFTIRQ_VECTORS];
 	__u64 softirq_ns; /* all softirq run time on this CPU so far */
 	__u64 last_tick; /* previous sampler tick, or the end of idle */
-	__u64 ksoftirqd_runnable_since; /* 0 while ksoftirqd/N is not waiting */
 	__u64 current_since; /* when the running task was switched in */
+	__u64 current_softirq; /* softirq_ns at current_since */
 	__u32 ksoftirqd_tid;
 	__u32 next_slice; /* where the next slice goes in `slices` */
+	/* Record rate limit, per kind: tokens left and when last refilled. */
+	__u32 tokens[KIND_MAX];
+	__u32 _pad2;
+	__u64 refilled[KIND_MAX];
 	struct slice slices[SLICES];
 };
 
-/* Per-task state (map `tasks`, keyed by tid). User space only seeds it:
- * the ksoftirqd threads get TASK_IS_KSOFTIRQD before the probes attach. */
+/* Per-task state (map `tasks` or task storage). Internal to BPF. */
 struct task_state {
-	__u64 runq_since; /* became runnable at; 0 when not waiting */
-	__u64 cgroup; /* as of its last switch-in */
 	__u64 sys_enter_ts; /* in a syscall since; 0 when not */
-	__u64 sys_oncpu_ns; /* on-CPU time inside the current syscall */
-	__u64 slice_start; /* last switch-in while in a syscall */
-	__u64 slice_softirq; /* the CPU's softirq_ns at slice_start */
-	__u64 sys_softirq_ns; /* softirq time inside the current syscall */
+	__u64 sys_enter_softirq; /* the CPU's softirq_ns at sys_enter_ts */
+	__u64 sys_oncpu_ns; /* on-CPU time inside the call, finished slices */
+	__u64 sys_softirq_ns; /* softirq time inside the call, finished slices */
 	__u64 sys_arg0;
 	__u64 sys_arg1;
 	__s32 sys_nr;
-	__u32 flags;
+	__u32 _pad;
 };
-
-#define TASK_IS_KSOFTIRQD 1
 
 #endif /* STALLTOP_H */

@@ -25,24 +25,29 @@ struct {
 	__type(value, struct syscall_stats);
 } syscalls SEC(".maps");
 
-/* A slice of a task inside a syscall starts (switch-in, or the call). */
-static __always_inline void syscall_slice_start(struct task_state *ts, struct cpu_state *cs,
-						__u64 now)
+/* The running task's current slice inside its syscall: from the later
+ * of its switch-in and the call's entry. Needs no per-task work at
+ * switch-in: the CPU remembers when (and at which softirq total) its
+ * current task came in. */
+static __always_inline __u64 slice_start(struct task_state *ts, struct cpu_state *cs)
 {
-	ts->slice_start = now;
-	ts->slice_softirq = cs ? cs->softirq_ns : 0;
+	return cs && cs->current_since > ts->sys_enter_ts ? cs->current_since : ts->sys_enter_ts;
 }
 
-/* ... and ends: charge it to the call, softirqs that ran in it apart.
- * Time a hypervisor took from the vCPU meanwhile still counts: the task
- * held the guest's CPU (the steal clock is not readable from here without
- * per-CPU kernel symbols). */
+/* The slice ends (switch-out, or the call's exit): charge it to the call,
+ * softirqs that ran in it apart. Time a hypervisor took from the vCPU
+ * meanwhile still counts: the task held the guest's CPU (the steal clock
+ * is not readable from here without per-CPU kernel symbols). */
 static __always_inline void syscall_slice_end(struct task_state *ts, struct cpu_state *cs,
 					      __u64 now)
 {
-	__u64 ran = now - ts->slice_start;
-	__u64 softirq = cs ? cs->softirq_ns - ts->slice_softirq : 0;
+	__u64 ran, softirq = 0;
 
+	if (!cs)
+		return;
+	ran = now - slice_start(ts, cs);
+	softirq = cs->softirq_ns - (cs->current_since > ts->sys_enter_ts ? cs->current_softirq :
+									   ts->sys_enter_softirq);
 	if (softirq > ran)
 		softirq = ran;
 	ts->sys_softirq_ns += softirq;
@@ -52,16 +57,18 @@ static __always_inline void syscall_slice_end(struct task_state *ts, struct cpu_
 static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id)
 {
 	struct task_state *ts = current_state(true);
+	struct cpu_state *cs;
 	__u64 now;
 
 	if (!ts)
 		return;
 	now = bpf_ktime_get_ns();
+	cs = this_cpu();
 	ts->sys_nr = id;
 	ts->sys_enter_ts = now;
+	ts->sys_enter_softirq = cs ? cs->softirq_ns : 0;
 	ts->sys_oncpu_ns = 0;
 	ts->sys_softirq_ns = 0;
-	syscall_slice_start(ts, this_cpu(), now);
 	if (btf) {
 		ts->sys_arg0 = PT_REGS_PARM1_SYSCALL(regs);
 		ts->sys_arg1 = PT_REGS_PARM2_SYSCALL(regs);
@@ -207,10 +214,7 @@ static __always_inline void on_sys_exit(void)
 	now = bpf_ktime_get_ns();
 	syscall_slice_end(ts, this_cpu(), now);
 	wall = now - ts->sys_enter_ts;
-	/* Cached at the task's last switch-in; walked once for a new task. */
-	cgroup = ts->cgroup;
-	if (!cgroup)
-		cgroup = ts->cgroup = task_cgroup(true, bpf_get_current_task_btf());
+	cgroup = task_cgroup(true, bpf_get_current_task_btf());
 	syscall_record(cgroup, ts->sys_nr, wall, ts->sys_oncpu_ns);
 	if (ts->sys_oncpu_ns >= syscall_oncpu_threshold_ns ||
 	    (wall >= syscall_wall_threshold_ns && !syscall_waits(ts->sys_nr)))

@@ -76,6 +76,18 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "HZ", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(0..=10_000), global = true)]
     pub sample_hz: u32,
 
+    /// Most records (stalls, slow calls, samples) each CPU sends per second
+    /// of each kind; beyond it they are counted, not sent (histograms and
+    /// tables still include them). Protects the host under overload.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(10..=1_000_000), global = true)]
+    pub record_rate: u32,
+
+    /// Do not hook syscalls: saves about 0.3 µs per syscall on
+    /// syscall-heavy hosts; culprits then lose their syscall, file and
+    /// on-CPU time, and the syscall table is empty.
+    #[arg(long, global = true)]
+    pub no_syscalls: bool,
+
     /// Which tracepoint programs to load.
     #[arg(long, value_enum, default_value_t = AttachMode::Auto, global = true)]
     pub attach: AttachMode,

@@ -212,6 +212,8 @@ pub fn probe_config(
         syscall_wall_threshold_ns: args.syscall_threshold.as_nanos() as u64,
         syscall_oncpu_threshold_ns: args.syscall_oncpu_threshold.as_nanos() as u64,
         sample_hz: args.sample_hz,
+        record_rate: args.record_rate,
+        syscalls: !args.no_syscalls,
         cgroup_v1_cpu: hierarchy.uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
         self_cost,

@@ -145,6 +145,10 @@ pub struct Counters {
     pub lost: Vec<(String, u64)>,
     /// Updates refused because a bounded map was full, by map name.
     pub map_full: Vec<(String, u64)>,
+    /// Records not sent, by kind, because that kind went over the per-CPU
+    /// record rate (the aggregates still count them).
+    #[serde(default)]
+    pub rate_limited: Vec<(String, u64)>,
 }
 
 /// CFS bandwidth state of every cgroup with a CPU quota, read from cgroupfs.

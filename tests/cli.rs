@@ -289,3 +289,42 @@ fn an_unwritable_output_fails_cleanly_and_detaches() {
     assert_clean_failure(&out, 9, "/proc/stalltop/x.stl");
     assert_eq!(left_behind(&before), Vec::<u64>::new());
 }
+
+#[test]
+fn no_syscalls_leaves_the_syscall_hooks_out() {
+    require_root();
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nosys.stl");
+    let mut child = Command::new(STALLTOP)
+        .args([
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+            "-d",
+            "3s",
+            "--no-syscalls",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    let out = Command::new("bpftool")
+        .args(["prog", "show", "-j"])
+        .output()
+        .unwrap();
+    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ours: Vec<&str> = progs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .filter(|n| n.starts_with("btf_") || n.starts_with("raw_"))
+        .collect();
+    assert!(ours.iter().any(|n| n.ends_with("sched_switch")), "{ours:?}");
+    assert!(!ours.iter().any(|n| n.contains("sys_e")), "{ours:?}");
+    assert!(child.wait().unwrap().success());
+    let report = report_json(&file);
+    assert_eq!(report["syscalls"].as_array().unwrap().len(), 0);
+    assert!(!report["runq"].as_array().unwrap().is_empty(), "{report}");
+}

@@ -262,6 +262,7 @@ mod tests {
             counters: Counters {
                 lost: vec![("runq".into(), lost)],
                 map_full: vec![],
+                rate_limited: vec![],
             },
             programs: vec![ProgramCost {
                 name: "btf_sched_switch".into(),

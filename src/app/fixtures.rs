@@ -393,6 +393,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
         counters: Counters {
             lost: vec![("runq".into(), 0), ("sample".into(), 0)],
             map_full: vec![("tasks".into(), 0)],
+            rate_limited: vec![("runq".into(), 0)],
         },
         programs: vec![
             ProgramCost {

@@ -97,6 +97,20 @@ pub fn header_lines(req: &HeaderRequest<'_>) -> Vec<Line> {
             Tone::Bad,
         ));
     }
+    let sampled: Vec<String> = req
+        .report
+        .rate_limited_events
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect();
+    if !sampled.is_empty() {
+        // Not lost: counted in the tables, only their records were not sent.
+        second.push(Segment::new(
+            format!("over record rate: {}", sampled.join(" ")),
+            Tone::Warn,
+        ));
+    }
     second.push(match (req.rates.ns_per_event, req.rates.cpu_percent) {
         (Some(ns), Some(cpu)) => {
             Segment::plain(format!("probe cost {ns:.0}ns/event {cpu:.2}% CPU"))

@@ -33,6 +33,9 @@ pub struct Report {
     pub lost_events: BTreeMap<String, u64>,
     /// Updates refused because a bounded kernel map was full, by map.
     pub map_full: BTreeMap<String, u64>,
+    /// Records the kernel side did not send, by kind, because the kind went
+    /// over its per-CPU rate (histograms and tables still count them).
+    pub rate_limited_events: BTreeMap<String, u64>,
     pub runq: Vec<RunqRow>,
     pub runq_events: Vec<RunqEventRow>,
     pub throttling: Vec<ThrottleRow>,
@@ -270,6 +273,11 @@ pub(super) fn build(a: &Analysis) -> Report {
             .kernel
             .iter()
             .flat_map(|k| k.counters.map_full.iter().cloned())
+            .collect(),
+        rate_limited_events: a
+            .kernel
+            .iter()
+            .flat_map(|k| k.counters.rate_limited.iter().cloned())
             .collect(),
         runq_events: a.runq_waits.iter().map(|w| runq_event_row(a, w)).collect(),
         throttling: throttle_rows(a, &runq),

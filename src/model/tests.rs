@@ -113,6 +113,7 @@ fn noisy_neighbour_stream() -> Vec<Entry> {
             counters: Counters {
                 lost: vec![("runq".into(), 2), ("takeover".into(), 0)],
                 map_full: vec![("tasks".into(), 0)],
+                rate_limited: vec![("runq".into(), 40)],
             },
             ..KernelSnapshot::default()
         }),
@@ -157,6 +158,7 @@ fn noisy_neighbour_names_the_hog_and_the_victims_tail() {
     assert_eq!(worst.ran_instead.cgroup, "/noisy");
     assert_eq!(r.lost_events["runq"], 2);
     assert_eq!(r.lost_events["undecodable"], 0);
+    assert_eq!(r.rate_limited_events["runq"], 40);
 }
 
 #[test]

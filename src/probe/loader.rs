@@ -3,7 +3,6 @@
 //! the CPU X-ray sampler is optional and degrades to a warning.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
@@ -34,6 +33,10 @@ pub struct ProbeConfig {
     pub syscall_oncpu_threshold_ns: u64,
     /// CPU X-ray sampling rate; 0 turns the sampler off.
     pub sample_hz: u32,
+    /// Records per second per CPU and kind before the kernel side samples.
+    pub record_rate: u32,
+    /// Hook every syscall's entry and exit (latency, on-CPU time, files).
+    pub syscalls: bool,
     /// Attribute tasks by their v1 cpu cgroup (hybrid and v1 hosts).
     pub cgroup_v1_cpu: bool,
     /// (cpu, thread id) of every ksoftirqd/N thread.
@@ -97,6 +100,13 @@ pub fn load<'obj>(
     };
     let mut slots = storage.0.iter_mut();
     let mut warnings = Vec::new();
+    // Run-queue waits come from the scheduler's sched_info accounting.
+    if !std::path::Path::new("/proc/self/schedstat").exists() {
+        warnings.push(
+            "run-queue latency is off: the kernel lacks CONFIG_SCHED_INFO (no /proc/<pid>/schedstat)"
+                .into(),
+        );
+    }
     let mut last_error = None;
     for &family in families {
         for with_sampler in [config.sample_hz > 0, false] {
@@ -150,11 +160,13 @@ fn load_once<'obj>(
     configure(&mut open, config, family);
     for mut prog in open.open_object_mut().progs_mut() {
         let name = prog.name().to_str().unwrap_or_default();
-        let wanted = name.starts_with(family.prefix()) || (with_sampler && name == "cpu_sample");
+        let syscall_hook = name.ends_with("_sys_enter") || name.ends_with("_sys_exit");
+        let wanted = (name.starts_with(family.prefix()) && (config.syscalls || !syscall_hook))
+            || (with_sampler && name == "cpu_sample");
         prog.set_autoload(wanted);
     }
     let skel = open.load().map_err(load_error)?;
-    seed(&skel, &config.ksoftirqd, family).map_err(load_error)?;
+    seed(&skel, &config.ksoftirqd).map_err(load_error)?;
     Ok(skel)
 }
 
@@ -174,37 +186,12 @@ fn configure(open: &mut OpenStalltopSkel<'_>, config: &ProbeConfig, family: Fami
     rodata.syscall_wall_threshold_ns = config.syscall_wall_threshold_ns;
     rodata.syscall_oncpu_threshold_ns = config.syscall_oncpu_threshold_ns;
     rodata.syscall_arg = syscall_table::file_arg_table();
+    rodata.record_rate = config.record_rate;
 }
 
-/// Mark the ksoftirqd threads, per task (their waits are takeovers) and
-/// per CPU (softirqs they run are not stolen from anyone).
-fn seed(
-    skel: &StalltopSkel<'_>,
-    ksoftirqd: &[(u32, u32)],
-    family: Family,
-) -> Result<(), libbpf_rs::Error> {
-    let task = types::task_state {
-        flags: 1, // TASK_IS_KSOFTIRQD
-        ..Default::default()
-    };
-    for (_, tid) in ksoftirqd {
-        match family {
-            // Task storage is keyed by a pidfd from user space.
-            Family::TpBtf => {
-                let pidfd = pidfd_open(*tid)?;
-                skel.maps.task_store.update(
-                    &pidfd.as_raw_fd().to_ne_bytes(),
-                    bytes_of(&task),
-                    MapFlags::ANY,
-                )?;
-            }
-            Family::RawTp => {
-                skel.maps
-                    .tasks
-                    .update(&tid.to_ne_bytes(), bytes_of(&task), MapFlags::ANY)?;
-            }
-        }
-    }
+/// Tell each CPU which thread is its ksoftirqd: its waits are takeovers,
+/// and the softirqs it runs are not stolen from anyone.
+fn seed(skel: &StalltopSkel<'_>, ksoftirqd: &[(u32, u32)]) -> Result<(), libbpf_rs::Error> {
     let possible = libbpf_rs::num_possible_cpus()?;
     let per_cpu: Vec<Vec<u8>> = (0..possible)
         .map(|cpu| {
@@ -221,16 +208,6 @@ fn seed(
     skel.maps
         .cpus
         .update_percpu(&0u32.to_ne_bytes(), &per_cpu, MapFlags::ANY)
-}
-
-fn pidfd_open(pid: u32) -> Result<OwnedFd, libbpf_rs::Error> {
-    // SAFETY: plain syscall; a non-negative result is a new fd we own.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(libbpf_rs::Error::from(std::io::Error::last_os_error()));
-    }
-    // SAFETY: the fd was just returned to us.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 fn bytes_of<T: plain::Plain>(value: &T) -> &[u8] {

@@ -15,6 +15,9 @@ use crate::stream::{
     SyscallStats,
 };
 
+/// COUNTER_RATE_LIMITED_BASE in bpf/stalltop.h.
+const RATE_LIMITED_BASE: u32 = 16;
+
 /// Counter slots after the per-kind lost counts (bpf/stalltop.h).
 const MAP_FULL_COUNTERS: [(u32, &str); 5] = [
     (8, "tasks"),
@@ -210,6 +213,12 @@ fn read_counters(skel: &StalltopSkel<'_>) -> Counters {
         map_full: MAP_FULL_COUNTERS
             .iter()
             .map(|&(slot, name)| (name.to_string(), read(slot)))
+            .collect(),
+        rate_limited: (1..KIND_MAX)
+            .map(|kind| {
+                let slot = RATE_LIMITED_BASE + u32::from(kind);
+                (kind_name(kind).to_string(), read(slot))
+            })
             .collect(),
     }
 }

@@ -29,6 +29,8 @@ fn config(attach: AttachMode) -> ProbeConfig {
         syscall_wall_threshold_ns: 10_000_000,
         syscall_oncpu_threshold_ns: 1_000_000,
         sample_hz: 1000,
+        record_rate: 1000,
+        syscalls: true,
         cgroup_v1_cpu: crate::cgroup::Hierarchy::detect()
             .expect("a cgroup hierarchy")
             .uses_v1_cpu(),

@@ -156,6 +156,7 @@ mod tests {
             counters: Counters {
                 lost: vec![("runq".into(), 2), ("takeover".into(), 0)],
                 map_full: vec![("tasks".into(), 1)],
+                rate_limited: vec![("syscall".into(), 3)],
             },
             programs: vec![ProgramCost {
                 name: "handle_sched_switch".into(),

@@ -82,6 +82,8 @@ enum Variant {
     None,
     Floor,
     Stalltop,
+    /// `stalltop record --no-syscalls`: what the syscall hooks cost.
+    StalltopNoSyscalls,
 }
 
 impl Variant {
@@ -90,6 +92,7 @@ impl Variant {
             Variant::None => "nothing attached",
             Variant::Floor => "empty tp_btf programs",
             Variant::Stalltop => "stalltop record",
+            Variant::StalltopNoSyscalls => "stalltop record --no-syscalls",
         }
     }
 }
@@ -121,7 +124,12 @@ pub fn main(args: &Args) -> Result<()> {
     let scratch = std::env::temp_dir().join(format!("stalltop-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
 
-    let variants = [Variant::None, Variant::Floor, Variant::Stalltop];
+    let variants = [
+        Variant::None,
+        Variant::Floor,
+        Variant::Stalltop,
+        Variant::StalltopNoSyscalls,
+    ];
     let mut runs: BTreeMap<(Workload, Variant), Vec<Run>> = BTreeMap::new();
     for round in 0..args.rounds {
         for workload in [Workload::Messaging, Workload::Getpid] {
@@ -184,12 +192,13 @@ fn run_once(
             child.wait()?;
             result
         }
-        Variant::Stalltop => {
+        Variant::Stalltop | Variant::StalltopNoSyscalls => {
             let recording = scratch.join("bench.stl");
             let mut child = Command::new(stalltop)
                 .args(["record", "-o"])
                 .arg(&recording)
                 .args(["--duration", "10m"])
+                .args((variant == Variant::StalltopNoSyscalls).then_some("--no-syscalls"))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -379,7 +388,12 @@ fn render(runs: &BTreeMap<(Workload, Variant), Vec<Run>>, rounds: u32) -> String
         let wall = |v: Variant| median(runs[&(workload, v)].iter().map(|r| r.wall_s).collect());
         let (none, ..) = wall(Variant::None);
         let _ = writeln!(out, "| variant | wall s | vs nothing |\n|---|---|---|");
-        for v in [Variant::None, Variant::Floor, Variant::Stalltop] {
+        for v in [
+            Variant::None,
+            Variant::Floor,
+            Variant::Stalltop,
+            Variant::StalltopNoSyscalls,
+        ] {
             let (med, lo, hi) = wall(v);
             let _ = writeln!(
                 out,

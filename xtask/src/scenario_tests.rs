@@ -110,6 +110,28 @@ pub fn main(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// How long to wait for the load average to fall under the contamination limit before an
+/// attempt: a build that just finished (as in CI) leaves it high for a minute or so.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn wait_for_load_to_settle() -> Result<()> {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    let mut said = false;
+    loop {
+        let load = scenario::host::loadavg_1m()?;
+        if load <= checks::MAX_LOADAVG_BEFORE || Instant::now() > deadline {
+            return Ok(());
+        }
+        if !said {
+            eprintln!(
+                "waiting up to {SETTLE_TIMEOUT:?} for the load average ({load:.2}) to settle"
+            );
+            said = true;
+        }
+        pause(Duration::from_secs(2))?;
+    }
+}
+
 /// Runs `name` until a clean (uncontaminated) attempt, then checks it; a quiet run's report
 /// becomes the baseline for noisy-neighbour.
 fn run_checked(
@@ -120,6 +142,7 @@ fn run_checked(
 ) -> Result<Row> {
     let mut why = String::new();
     for attempt in 1..=RETRIES + 1 {
+        wait_for_load_to_settle()?;
         let recorded = match record(stalltop, workdir, name, attempt) {
             Ok(recorded) => recorded,
             Err(err) if interrupt::requested() => return Err(err),

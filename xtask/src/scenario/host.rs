@@ -53,7 +53,7 @@ fn forks() -> Result<u64> {
         .context("/proc/stat `processes`")
 }
 
-fn loadavg_1m() -> Result<f64> {
+pub fn loadavg_1m() -> Result<f64> {
     let text = fs::read_to_string("/proc/loadavg").context("read /proc/loadavg")?;
     text.split_whitespace()
         .next()

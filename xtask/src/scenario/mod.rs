@@ -6,7 +6,7 @@ mod burstreq;
 mod cgroup;
 mod command;
 mod hog;
-mod host;
+pub mod host;
 pub mod ksoftirqd;
 mod memcg;
 mod netns;

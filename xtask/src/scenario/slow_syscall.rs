@@ -373,16 +373,18 @@ impl Schedstat {
         }
     }
 
-    /// Runs `call`, timing it; the timing is appended to `into`. The schedstat reads sit inside
-    /// the wall-clock interval, so a wait that delays the interval's end (a preemption on the
-    /// way out of the call, or of the first read) is in both; they add ~10 us to the wall time.
+    /// Runs `call`, timing it; the timing is appended to `into`. The wall clock (vDSO, no
+    /// syscall) sits right around the call; the schedstat reads and the thread CPU clock
+    /// (syscalls themselves, ~1 us each) sit outside it, so a microseconds-long call is not
+    /// timed with them. A wait just outside the wall interval (a preemption on the way out)
+    /// can still land in the runnable time: it only lowers the "least time in the kernel".
     fn timed<T>(&self, into: &mut Call, call: impl FnOnce() -> T) -> Result<T> {
-        let start_ns = task::monotonic_ns();
         let (waited_before, slices_before) = self.read()?;
         let cpu_before = task::thread_cpu_ns();
+        let start_ns = task::monotonic_ns();
         let result = call();
-        let oncpu_ns = task::thread_cpu_ns() - cpu_before;
         let end_ns = task::monotonic_ns();
+        let oncpu_ns = task::thread_cpu_ns() - cpu_before;
         let (waited_after, slices_after) = self.read()?;
         into.calls.push(Timing {
             start_ns,
