@@ -48,8 +48,9 @@ const SEEK_STEP: Duration = Duration::from_secs(10);
 /// Everything that can change the app.
 #[derive(Debug)]
 pub enum Msg {
-    /// An entry from the probes (live). Replay feeds itself.
-    Entry(Entry),
+    /// An entry from the probes (live). Replay feeds itself. Boxed: entries
+    /// are large and every other message is small.
+    Entry(Box<Entry>),
     /// The loop's CLOCK_MONOTONIC; refreshes the screen when due, and moves
     /// a playing replay by the real time elapsed.
     Tick {

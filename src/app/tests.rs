@@ -260,7 +260,7 @@ fn live_app() -> App {
 }
 
 fn hog_stall(at: u64, wait: u64) -> Msg {
-    Msg::Entry(Entry::Records(runq_record(
+    Msg::Entry(Box::new(Entry::Records(runq_record(
         KIND_RUNQ,
         1,
         START + at,
@@ -268,7 +268,7 @@ fn hog_stall(at: u64, wait: u64) -> Msg {
         task(300, "victim", 2),
         task(400, "hog", 3),
         None,
-    )))
+    ))))
 }
 
 #[test]

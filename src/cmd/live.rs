@@ -115,7 +115,7 @@ pub async fn run_loop(
                     None => None,
                 }
             }, if entries.is_some() => match entry {
-                Some(entry) => app.update(Msg::Entry(entry)),
+                Some(entry) => app.update(Msg::Entry(Box::new(entry))),
                 None => {
                     return Err(Failure::Other(
                         "the probes stopped on their own; run with --log FILE to see why".into(),

@@ -150,9 +150,9 @@ fn header_with_warnings_and_lost_events() {
         height: 30,
     });
     for entry in fixtures::busy_entries() {
-        app.update(Msg::Entry(entry));
+        app.update(Msg::Entry(Box::new(entry)));
     }
-    app.update(Msg::Entry(fixtures::lossy_kernel(11 * S)));
+    app.update(Msg::Entry(Box::new(fixtures::lossy_kernel(11 * S))));
     app.update(Msg::Tick {
         now_ns: START + 12 * S,
     });
