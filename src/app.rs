@@ -261,14 +261,20 @@ pub struct App {
 
 impl App {
     /// The live view of a session that started as `header` says.
-    pub fn live(header: Header, warnings: Vec<String>, refresh: Duration) -> App {
+    pub fn live(header: Header, refresh: Duration) -> App {
+        let warnings = header.warnings.clone();
         App::new(header, Mode::Live, warnings, refresh)
     }
 
     /// The same view over a recording, starting to play from its start.
     pub fn replay(recording: Recording, refresh: Duration) -> App {
         let (replay, header) = Replay::new(recording);
-        let warnings = replay.damage.iter().cloned().collect();
+        let warnings = header
+            .warnings
+            .iter()
+            .chain(replay.damage.iter())
+            .cloned()
+            .collect();
         App::new(header, Mode::Replay(Box::new(replay)), warnings, refresh)
     }
 

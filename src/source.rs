@@ -13,7 +13,7 @@ use crate::cgroup::{self, Hierarchy, Resolver};
 use crate::event::{self, Event, Sample};
 use crate::host;
 use crate::probe::{self, ObjectStorage, ProbeConfig, ProbeError, ProbeInfo, Session};
-use crate::stream::{Entry, KernelSnapshot, NameTable, ThrottleSnapshot};
+use crate::stream::{Entry, Header, KernelSnapshot, NameTable, Settings, ThrottleSnapshot};
 use crate::symbols::StackNamer;
 
 /// How often aggregate maps and cgroupfs are read.
@@ -194,6 +194,31 @@ fn snapshot_cgroups(k: &KernelSnapshot) -> Vec<u64> {
         )
         .chain(k.syscalls.iter().map(|s| s.cgroup))
         .collect()
+}
+
+/// The header of a live session: this host, its clocks, the settings the
+/// probes loaded with, and the optional probes that did not come up.
+pub fn session_header(
+    config: &ProbeConfig,
+    hierarchy: &Hierarchy,
+    start_ns: u64,
+    info: &ProbeInfo,
+) -> Header {
+    Header {
+        host: host::info(),
+        start_ns,
+        wall_clock_offset_ns: host::wall_clock_offset_ns(),
+        settings: Settings {
+            runq_threshold_ns: config.runq_threshold_ns,
+            stall_threshold_ns: config.stall_threshold_ns,
+            syscall_wall_threshold_ns: config.syscall_wall_threshold_ns,
+            syscall_oncpu_threshold_ns: config.syscall_oncpu_threshold_ns,
+            sample_hz: config.sample_hz,
+            attach: info.attach.to_string(),
+            cgroup_hierarchy: hierarchy.name().to_string(),
+        },
+        warnings: info.warnings.clone(),
+    }
 }
 
 /// The probe configuration and the hierarchy to attribute by, from the

@@ -26,6 +26,9 @@ pub struct Header {
     /// Add to a CLOCK_MONOTONIC time to get Unix time in ns.
     pub wall_clock_offset_ns: i64,
     pub settings: Settings,
+    /// Optional probes that did not come up.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

@@ -243,6 +243,7 @@ mod tests {
                 attach: "tp_btf".into(),
                 cgroup_hierarchy: "unified".into(),
             },
+            warnings: vec![],
         }
     }
 

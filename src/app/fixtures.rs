@@ -62,6 +62,7 @@ pub fn header(cpus: u32) -> Header {
             attach: "tp_btf".into(),
             cgroup_hierarchy: "unified".into(),
         },
+        warnings: vec![],
     }
 }
 

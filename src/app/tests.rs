@@ -251,7 +251,7 @@ fn sorting_cycles_columns_of_the_focused_table() {
 }
 
 fn live_app() -> App {
-    let mut app = App::live(fixtures::header(2), Vec::new(), Duration::from_secs(1));
+    let mut app = App::live(fixtures::header(2), Duration::from_secs(1));
     app.update(Msg::Resize {
         width: 120,
         height: 40,
@@ -293,7 +293,7 @@ fn pause_freezes_the_screen_while_the_probes_keep_counting() {
 
 #[test]
 fn a_new_stall_shows_within_a_second_of_ending_whatever_the_refresh() {
-    let mut app = App::live(fixtures::header(2), Vec::new(), Duration::from_secs(5));
+    let mut app = App::live(fixtures::header(2), Duration::from_secs(5));
     app.update(Msg::Resize {
         width: 120,
         height: 40,

@@ -15,38 +15,21 @@ use crate::app::{App, Msg};
 use crate::cli::ProbeArgs;
 use crate::host;
 use crate::source::{self, LiveSource};
-use crate::stream::{Entry, Header, Settings};
+use crate::stream::Entry;
 use crate::tui::{Input, Tui};
 use crate::{ui, Failure};
 
 /// Entries waiting for the loop; the probe thread blocks when it is full
-/// and counts what it cannot send as lost.
+/// (the kernel side then counts what the ring buffer cannot hold as lost).
 const ENTRY_QUEUE: usize = 256;
 
 pub async fn run(probe_args: &ProbeArgs, delay: Duration) -> Result<(), Failure> {
     let (config, hierarchy) = source::probe_config(probe_args, true)?;
     let start_ns = host::monotonic_ns();
-    let settings = Settings {
-        runq_threshold_ns: config.runq_threshold_ns,
-        stall_threshold_ns: config.stall_threshold_ns,
-        syscall_wall_threshold_ns: config.syscall_wall_threshold_ns,
-        syscall_oncpu_threshold_ns: config.syscall_oncpu_threshold_ns,
-        sample_hz: config.sample_hz,
-        attach: String::new(),
-        cgroup_hierarchy: hierarchy.name().to_string(),
-    };
     let (tx, entries) = mpsc::channel::<Entry>(ENTRY_QUEUE);
-    let source = LiveSource::start(config, hierarchy, tx)?;
-    let header = Header {
-        host: host::info(),
-        start_ns,
-        wall_clock_offset_ns: host::wall_clock_offset_ns(),
-        settings: Settings {
-            attach: source.info.attach.to_string(),
-            ..settings
-        },
-    };
-    let mut app = App::live(header, source.info.warnings.clone(), delay);
+    let source = LiveSource::start(config.clone(), hierarchy.clone(), tx)?;
+    let header = source::session_header(&config, &hierarchy, start_ns, &source.info);
+    let mut app = App::live(header, delay);
     let mut probes = Probes {
         source: Some(source),
         entries,

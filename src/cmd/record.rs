@@ -10,30 +10,16 @@ use crate::cli::{ProbeArgs, RecordArgs};
 use crate::host;
 use crate::record::Writer;
 use crate::source::{self, LiveSource};
-use crate::stream::{Entry, Header, Settings};
+use crate::stream::Entry;
 use crate::Failure;
 
 pub async fn run(args: &RecordArgs, probe_args: &ProbeArgs) -> Result<(), Failure> {
     // Headless: nobody watches the probes' cost, so do not pay for it.
     let (config, hierarchy) = source::probe_config(probe_args, false)?;
     let start_ns = host::monotonic_ns();
-    let header_for = |attach: &str| Header {
-        host: host::info(),
-        start_ns,
-        wall_clock_offset_ns: host::wall_clock_offset_ns(),
-        settings: Settings {
-            runq_threshold_ns: config.runq_threshold_ns,
-            stall_threshold_ns: config.stall_threshold_ns,
-            syscall_wall_threshold_ns: config.syscall_wall_threshold_ns,
-            syscall_oncpu_threshold_ns: config.syscall_oncpu_threshold_ns,
-            sample_hz: config.sample_hz,
-            attach: attach.to_string(),
-            cgroup_hierarchy: hierarchy.name().to_string(),
-        },
-    };
     let (tx, mut rx) = mpsc::channel::<Entry>(256);
     let source = LiveSource::start(config.clone(), hierarchy.clone(), tx)?;
-    let header = header_for(source.info.attach);
+    let header = source::session_header(&config, &hierarchy, start_ns, &source.info);
     let mut writer = match Writer::create(&args.output, &header) {
         Ok(w) => w,
         Err(e) => {

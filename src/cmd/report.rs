@@ -51,6 +51,9 @@ fn text(r: &Report) -> String {
         r.settings.attach,
         r.settings.cgroup_hierarchy
     );
+    for warning in &r.warnings {
+        let _ = writeln!(out, "WARNING: {warning}");
+    }
     let lost: Vec<String> = r
         .lost_events
         .iter()

@@ -29,6 +29,8 @@ pub struct Report {
     pub host: HostInfo,
     pub duration_ns: u64,
     pub settings: Settings,
+    /// Optional probes that did not come up during the recording.
+    pub warnings: Vec<String>,
     /// Records lost, by kind (ring buffer full, or undecodable).
     pub lost_events: BTreeMap<String, u64>,
     /// Updates refused because a bounded kernel map was full, by map.
@@ -268,6 +270,7 @@ pub(super) fn build(a: &Analysis) -> Report {
         host: a.header.host.clone(),
         duration_ns: a.last_ts.saturating_sub(a.header.start_ns),
         settings: a.header.settings.clone(),
+        warnings: a.header.warnings.clone(),
         lost_events: lost_events(a),
         map_full: a
             .kernel

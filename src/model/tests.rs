@@ -33,6 +33,7 @@ fn header() -> Header {
             attach: "tp_btf".into(),
             cgroup_hierarchy: "v1 cpu".into(),
         },
+        warnings: vec![],
     }
 }
 

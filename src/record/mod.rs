@@ -80,6 +80,7 @@ mod tests {
                 attach: "tp_btf".into(),
                 cgroup_hierarchy: "unified".into(),
             },
+            warnings: vec!["CPU X-ray sampler is off: test".into()],
         }
     }
 

@@ -140,11 +140,13 @@ fn busy_narrow_every_pane() {
 
 #[test]
 fn header_with_warnings_and_lost_events() {
-    let mut app = App::live(
-        fixtures::header(4),
-        vec!["CPU X-ray sampler is off: perf_event_open: No such file or directory".into()],
-        Duration::from_secs(1),
-    );
+    let header = crate::stream::Header {
+        warnings: vec![
+            "CPU X-ray sampler is off: perf_event_open: No such file or directory".into(),
+        ],
+        ..fixtures::header(4)
+    };
+    let mut app = App::live(header, Duration::from_secs(1));
     app.update(Msg::Resize {
         width: 120,
         height: 30,
