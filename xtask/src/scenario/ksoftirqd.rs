@@ -379,7 +379,7 @@ fn flood(
     starts: &[u64],
     ksoftirqd: &Watch,
 ) -> Result<(Flood, Vec<Switch>)> {
-    setup::pin_current_thread(FLOOD_CPU)?;
+    task::pin_to_cpu(FLOOD_CPU)?;
     let mut switch_ins = Vec::with_capacity(starts.len());
     let per_batch = PACKETS_PER_SEC * BATCH_NS / 1_000_000_000;
     let payload = [0u8; PAYLOAD_BYTES];

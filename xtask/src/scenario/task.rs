@@ -204,7 +204,8 @@ pub fn ensure_cpu_allowed(cpu: usize) -> Result<()> {
     Ok(())
 }
 
-fn pin_to_cpu(cpu: usize) -> Result<()> {
+/// Pins the calling thread to `cpu` (which `ensure_cpu_allowed` has checked).
+pub fn pin_to_cpu(cpu: usize) -> Result<()> {
     // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays in bounds for cpu < CPU_SETSIZE (checked
     // by ensure_cpu_allowed before any thread starts); pid 0 is the calling thread.
     let rc = unsafe {
@@ -219,7 +220,7 @@ fn pin_to_cpu(cpu: usize) -> Result<()> {
 }
 
 /// Sets the calling thread's comm (what the kernel, and so stalltop, calls it).
-fn set_comm(comm: &str) -> Result<()> {
+pub fn set_comm(comm: &str) -> Result<()> {
     let name = CString::new(comm).context("comm with a NUL byte")?;
     // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes (longer is cut).
     let rc = unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) };
