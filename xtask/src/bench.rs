@@ -38,14 +38,21 @@ enum Workload {
     /// `perf bench sched messaging -g 5 -l 1000`: scheduler and
     /// syscall heavy (about 60k switches, 4M syscalls).
     Messaging,
+    /// `perf bench sched pipe -l 100000`: two tasks handing a token back and
+    /// forth, about 200k context switches with short waits: the ordinary
+    /// path of the scheduler probe.
+    Pipe,
     /// GETPID_CALLS getpid() calls: the per-syscall cost, undiluted.
     Getpid,
 }
+
+const WORKLOADS: [Workload; 3] = [Workload::Messaging, Workload::Pipe, Workload::Getpid];
 
 impl Workload {
     fn name(self) -> &'static str {
         match self {
             Workload::Messaging => "perf bench sched messaging -g 5 -l 1000",
+            Workload::Pipe => "perf bench sched pipe -l 100000",
             Workload::Getpid => "getpid() x 2M",
         }
     }
@@ -53,18 +60,8 @@ impl Workload {
     /// Wall time of one run, in seconds.
     fn run(self) -> Result<f64> {
         match self {
-            Workload::Messaging => {
-                let out = Command::new("perf")
-                    .args(["bench", "sched", "messaging", "-g", "5", "-l", "1000"])
-                    .stderr(Stdio::inherit())
-                    .output()
-                    .context("running `perf bench` (install linux-perf)")?;
-                let text = String::from_utf8_lossy(&out.stdout);
-                text.lines()
-                    .find_map(|l| l.trim().strip_prefix("Total time:"))
-                    .and_then(|t| t.split_whitespace().next()?.parse().ok())
-                    .with_context(|| format!("no `Total time` in perf bench output: {text}"))
-            }
+            Workload::Messaging => perf_bench(&["messaging", "-g", "5", "-l", "1000"]),
+            Workload::Pipe => perf_bench(&["pipe", "-l", "100000"]),
             Workload::Getpid => {
                 let start = Instant::now();
                 for _ in 0..GETPID_CALLS {
@@ -75,6 +72,21 @@ impl Workload {
             }
         }
     }
+}
+
+/// `perf bench sched ARGS`; its "Total time" in seconds.
+fn perf_bench(args: &[&str]) -> Result<f64> {
+    let out = Command::new("perf")
+        .args(["bench", "sched"])
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running `perf bench` (install linux-perf)")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Total time:"))
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no `Total time` in perf bench output: {text}"))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -132,7 +144,7 @@ pub fn main(args: &Args) -> Result<()> {
     ];
     let mut runs: BTreeMap<(Workload, Variant), Vec<Run>> = BTreeMap::new();
     for round in 0..args.rounds {
-        for workload in [Workload::Messaging, Workload::Getpid] {
+        for workload in WORKLOADS {
             // Rotate the order each round so no variant always goes first.
             for i in 0..variants.len() {
                 let variant = variants[(i + round as usize) % variants.len()];
@@ -383,7 +395,7 @@ fn render(runs: &BTreeMap<(Workload, Variant), Vec<Run>>, rounds: u32) -> String
         out,
         "## `cargo xtask bench` ({rounds} interleaved rounds; medians, min-max in brackets)\n"
     );
-    for workload in [Workload::Messaging, Workload::Getpid] {
+    for workload in WORKLOADS {
         let _ = writeln!(out, "### {}\n", workload.name());
         let wall = |v: Variant| median(runs[&(workload, v)].iter().map(|r| r.wall_s).collect());
         let (none, ..) = wall(Variant::None);
