@@ -44,9 +44,12 @@ impl StallKind {
 pub struct Waited {
     /// A softirq vector that waited to run.
     pub softirq: Option<u32>,
-    /// ksoftirqd/N or the runnable task that waited longest.
+    /// The most telling task that waited: ksoftirqd/N, else one kept off
+    /// its CPU by another cgroup's task, else the one that waited longest.
     pub task: Option<TaskRef>,
     pub task_wait_ns: u64,
+    /// `task` waited behind a task of another cgroup (a neighbour).
+    pub behind_neighbour: bool,
 }
 
 /// Who held the CPU.
@@ -147,6 +150,7 @@ impl StallTracker {
                 softirq: None,
                 task: Some(w.waiter.clone()),
                 task_wait_ns: w.wait_ns,
+                behind_neighbour: w.ran.tid != 0 && w.ran.cgroup != w.waiter.cgroup,
             },
             culprit: culprit_of(&w.ran, w.ran_syscall.map(|(nr, ns)| (nr, w.ts_ns - ns))),
             strength,
@@ -303,20 +307,28 @@ impl StallTracker {
         if stall.waited.softirq.is_none() {
             stall.waited.softirq = signal.waited.softirq;
         }
-        // ksoftirqd is the more telling waiter; else the longest wait.
+        // ksoftirqd is the most telling waiter; then a task kept waiting by
+        // a neighbour (not by its own cgroup); then the longest wait.
         if let Some(task) = signal.waited.task {
-            let is_ksoftirqd = |t: &TaskRef| t.comm.starts_with("ksoftirqd/");
-            let replace = match &stall.waited.task {
-                None => true,
-                Some(old) => {
-                    (is_ksoftirqd(&task) && !is_ksoftirqd(old))
-                        || (is_ksoftirqd(&task) == is_ksoftirqd(old)
-                            && signal.waited.task_wait_ns > stall.waited.task_wait_ns)
-                }
+            let rank = |t: &TaskRef, behind_neighbour: bool, wait: u64| {
+                (t.comm.starts_with("ksoftirqd/"), behind_neighbour, wait)
             };
+            let new = rank(
+                &task,
+                signal.waited.behind_neighbour,
+                signal.waited.task_wait_ns,
+            );
+            let replace = stall.waited.task.as_ref().is_none_or(|old| {
+                new > rank(
+                    old,
+                    stall.waited.behind_neighbour,
+                    stall.waited.task_wait_ns,
+                )
+            });
             if replace {
                 stall.waited.task = Some(task);
                 stall.waited.task_wait_ns = signal.waited.task_wait_ns;
+                stall.waited.behind_neighbour = signal.waited.behind_neighbour;
             }
         }
         if let Some(culprit) = signal.culprit.filter(|_| signal.strength > Strength::None) {

@@ -627,3 +627,37 @@ fn the_culprit_of_merged_waits_is_the_longest_holder() {
     assert_eq!(r.stalls.len(), 1);
     assert_eq!(r.stalls[0].culprit.as_ref().unwrap().comm, "hog");
 }
+
+/// Case 4 merged: a hog waiting behind its sibling hides nothing; the
+/// victim waiting behind the neighbour's hog is what waited.
+#[test]
+fn the_waiter_shown_is_the_one_kept_off_by_a_neighbour() {
+    let hog_a = || task(10, "hog", NOISY);
+    let hog_b = || task(11, "hog", NOISY);
+    let victim = || task(12, "victim", VICTIM);
+    let mut records = Vec::new();
+    records.extend(runq_record(
+        KIND_RUNQ,
+        1,
+        1_008 * MS,
+        8 * MS,
+        hog_a(),
+        hog_b(),
+        None,
+    )); // [1000,1008]
+    records.extend(runq_record(
+        KIND_RUNQ,
+        1,
+        1_005 * MS,
+        3 * MS,
+        victim(),
+        hog_b(),
+        None,
+    )); // [1002,1005]
+    let r = analyse_records(records, None);
+    assert_eq!(r.stalls.len(), 1);
+    let s = &r.stalls[0];
+    assert_eq!(s.waited.comm.as_deref(), Some("victim"));
+    assert_eq!(s.waited.wait_ns, Some(3 * MS));
+    assert_eq!(s.culprit.as_ref().unwrap().comm, "hog");
+}
