@@ -92,8 +92,8 @@ static __always_inline void preemption_record(struct runq_stats *s, __u64 victim
 /* `waiter` waited `wait` ns and now runs; `holder` held the CPU longest
  * meanwhile; `holder_state` is its state if known. */
 static __always_inline void runq_event_emit(bool btf, __u16 kind, __u64 now, __u64 wait,
-					    struct task_struct *waiter, __u64 waiter_cgroup,
-					    const struct task_ref *holder,
+					    __u64 steal, struct task_struct *waiter,
+					    __u64 waiter_cgroup, const struct task_ref *holder,
 					    struct task_state *holder_state)
 {
 	struct runq_event *e = record_reserve(kind, sizeof(*e), now);
@@ -101,6 +101,7 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, __u64 now, __u
 	if (!e)
 		return;
 	e->wait_ns = wait;
+	e->steal_us = steal / 1000;
 	task_ref_fill(btf, &e->waiter, waiter);
 	e->waiter.cgroup = waiter_cgroup;
 	e->ran = *holder;
@@ -116,7 +117,7 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, __u64 now, __u
 /* `prev` held the CPU for [start, end]: remember the slice if it is long
  * enough to matter to a wait. */
 static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struct task_struct *prev,
-					   __u32 prev_tid, __u64 start, __u64 end)
+					   __u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
 {
 	struct slice *sl;
 	__u32 i;
@@ -127,6 +128,8 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 	sl = &cs->slices[i];
 	sl->start = start;
 	sl->end = end;
+	sl->steal_start = cs->current_steal;
+	sl->steal_end = steal_end;
 	sl->tid = prev_tid;
 	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
 	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
@@ -155,11 +158,74 @@ static __always_inline int longest_holder(struct cpu_state *cs, __u64 start, __u
 	return best;
 }
 
+/* The vCPU's steal clock: all the time the hypervisor ran something else
+ * on it, as the scheduler read it when it updated this run queue's clock
+ * (in __schedule, just before sched_switch). 0 without paravirt steal
+ * accounting. */
+static __always_inline __u64 steal_clock(bool btf, struct task_struct *current)
+{
+	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq))
+		return 0;
+	if (btf)
+		return current->se.cfs_rq->rq->prev_steal_time_rq;
+	return BPF_CORE_READ(current, se.cfs_rq, rq, prev_steal_time_rq);
+}
+
+/* Slices further apart than this are not interpolated between (and the
+ * product below stays far from overflow). */
+#define STEAL_SPAN_MAX_NS 4000000000ULL
+
+/* A remembered switch at `t` with steal clock `s`: the nearest ones at or
+ * before `start` (lo) and at or after it (hi). */
+static __always_inline void steal_point(__u64 t, __u64 s, __u64 start, __u64 *lo_t, __u64 *lo_s,
+					__u64 *hi_t, __u64 *hi_s)
+{
+	if (!t)
+		return; /* empty slot */
+	if (t <= start && t > *lo_t) {
+		*lo_t = t;
+		*lo_s = s;
+	}
+	if (t >= start && t < *hi_t) {
+		*hi_t = t;
+		*hi_s = s;
+	}
+}
+
+/* How much of [start, now] the hypervisor took from this vCPU: the steal
+ * clock at `start` is interpolated between the remembered switches around
+ * it; when none is that old, it is read at the oldest one after `start`
+ * (so the result is a lower bound). A global function, so the verifier
+ * checks it once, not once per path of sched_switch. */
+__noinline __u64 steal_during(struct cpu_state *cs, __u64 start, __u64 now, __u64 steal_now)
+{
+	__u64 lo_t = 0, lo_s = 0, hi_t = now, hi_s = steal_now, at_start, steal;
+	__u32 i;
+
+	if (!cs)
+		return 0;
+
+	for (i = 0; i < SLICES; i++) {
+		steal_point(cs->slices[i].start, cs->slices[i].steal_start, start, &lo_t, &lo_s,
+			    &hi_t, &hi_s);
+		steal_point(cs->slices[i].end, cs->slices[i].steal_end, start, &lo_t, &lo_s, &hi_t,
+			    &hi_s);
+	}
+	/* Steal beyond the elapsed time: a slot from before the first read. */
+	if (!lo_t || hi_t == lo_t || hi_t - lo_t > STEAL_SPAN_MAX_NS || hi_s < lo_s ||
+	    hi_s - lo_s > hi_t - lo_t)
+		at_start = hi_s;
+	else
+		at_start = lo_s + (hi_s - lo_s) * (start - lo_t) / (hi_t - lo_t);
+	steal = steal_now > at_start ? steal_now - at_start : 0;
+	return steal < now - start ? steal : now - start;
+}
+
 /* `next` ran after waiting `wait` ns (at least PREEMPT_WAIT_MIN_NS): charge
  * the episode to the task that held the CPU longest meanwhile and report
  * the wait if it is over a threshold. */
 static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq_stats *s,
-				     __u64 now, __u64 wait, struct task_struct *next,
+				     __u64 now, __u64 wait, __u64 steal_now, struct task_struct *next,
 				     bool next_is_ksoftirqd, __u64 next_cgroup,
 				     struct task_struct *prev, __u32 prev_tid, struct task_state *ps)
 {
@@ -187,13 +253,10 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 		holder_state = ps;
 	if (s && holder.tid)
 		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
-	if (next_is_ksoftirqd) {
-		if (wait >= takeover_threshold_ns)
-			runq_event_emit(btf, KIND_TAKEOVER, now, wait, next, next_cgroup, &holder,
-					holder_state);
-	} else if (wait >= runq_threshold_ns) {
-		runq_event_emit(btf, KIND_RUNQ, now, wait, next, next_cgroup, &holder, holder_state);
-	}
+	if (wait >= (next_is_ksoftirqd ? takeover_threshold_ns : runq_threshold_ns))
+		runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, now, wait,
+				steal_during(cs, now - wait, now, steal_now), next, next_cgroup,
+				&holder, holder_state);
 }
 
 /* Whether `next` waited on this CPU's run queue and for how long, as the
@@ -232,6 +295,7 @@ static __always_inline void on_switch(bool btf, struct task_struct *prev, struct
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ps = NULL;
 	__u64 now = bpf_ktime_get_ns();
+	__u64 steal_now = steal_clock(btf, prev);
 	__u64 wait = 0;
 	bool waited = next_tid && runq_wait(btf, next, &wait);
 
@@ -243,10 +307,11 @@ static __always_inline void on_switch(bool btf, struct task_struct *prev, struct
 
 	if (cs) {
 		if (prev_tid)
-			slice_remember(btf, cs, prev, prev_tid, cs->current_since, now);
+			slice_remember(btf, cs, prev, prev_tid, cs->current_since, now, steal_now);
 		else
 			cs->last_tick = now; /* idle has no sampler ticks: not a gap */
 		cs->current_since = now;
+		cs->current_steal = steal_now;
 		cs->current_softirq = cs->softirq_ns;
 	}
 
@@ -257,7 +322,7 @@ static __always_inline void on_switch(bool btf, struct task_struct *prev, struct
 		if (s)
 			runq_wait_record(s, wait);
 		if (wait >= PREEMPT_WAIT_MIN_NS && cs)
-			wait_end(btf, cs, s, now, wait, next, next_tid == cs->ksoftirqd_tid,
+			wait_end(btf, cs, s, now, wait, steal_now, next, next_tid == cs->ksoftirqd_tid,
 				 next_cgroup, prev, prev_tid, ps);
 	}
 }

@@ -63,7 +63,8 @@ struct runq_event {
 	struct task_ref ran;
 	/* `ran` was inside this syscall (-1: not in a syscall) */
 	__s32 ran_syscall;
-	__u32 _pad;
+	/* of the wait, the time the hypervisor ran something else on this vCPU */
+	__u32 steal_us;
 	__u64 ran_syscall_ns; /* how long it had been inside it */
 };
 
@@ -211,6 +212,9 @@ struct sample_event {
 struct slice {
 	__u64 start;
 	__u64 end;
+	/* the vCPU's steal clock at start and end (see steal_clock) */
+	__u64 steal_start;
+	__u64 steal_end;
 	__u64 cgroup;
 	__u32 pid;
 	__u32 tid;
@@ -232,6 +236,7 @@ struct cpu_state {
 	__u64 last_tick; /* previous sampler tick, or the end of idle */
 	__u64 current_since; /* when the running task was switched in */
 	__u64 current_softirq; /* softirq_ns at current_since */
+	__u64 current_steal; /* the steal clock at current_since */
 	__u32 ksoftirqd_tid;
 	__u32 next_slice; /* where the next slice goes in `slices` */
 	/* Record rate limit, per kind: tokens left and when last refilled. */

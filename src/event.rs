@@ -66,6 +66,9 @@ pub struct RunqWait {
     pub ran: TaskRef,
     /// The syscall `ran` was inside, and for how long it had been.
     pub ran_syscall: Option<(u32, u64)>,
+    /// Of the wait, the time the hypervisor ran something else on this vCPU (steal time, at
+    /// microsecond resolution; 0 on bare metal).
+    pub steal_ns: u64,
 }
 
 /// Softirq `vector` waited `delay_ns` from its raise to its start at
@@ -226,6 +229,7 @@ fn runq_wait(e: types::runq_event) -> RunqWait {
         ran_syscall: u32::try_from(e.ran_syscall)
             .ok()
             .map(|nr| (nr, e.ran_syscall_ns)),
+        steal_ns: u64::from(e.steal_us) * 1000,
     }
 }
 
@@ -378,7 +382,9 @@ pub mod testing {
         }
     }
 
-    /// A runq (or takeover) record: `waiter` waited `wait_ns` until `ts`.
+    /// A runq (or takeover) record: `waiter` waited `wait_ns` until `ts`, and the hypervisor
+    /// took `steal_ns` of that.
+    #[allow(clippy::too_many_arguments)] // one per field of the record
     pub fn runq_record(
         kind: u16,
         cpu: u32,
@@ -387,6 +393,7 @@ pub mod testing {
         waiter: types::task_ref,
         ran: types::task_ref,
         ran_syscall: Option<(i32, u64)>,
+        steal_ns: u64,
     ) -> Vec<u8> {
         let e = types::runq_event {
             hdr: header(kind, std::mem::size_of::<types::runq_event>(), cpu, ts),
@@ -395,7 +402,7 @@ pub mod testing {
             ran,
             ran_syscall: ran_syscall.map_or(-1, |s| s.0),
             ran_syscall_ns: ran_syscall.map_or(0, |s| s.1),
-            ..Default::default()
+            steal_us: (steal_ns / 1000) as u32,
         };
         // SAFETY: runq_event is Plain (see above).
         unsafe { plain::as_bytes(&e) }.to_vec()
@@ -521,6 +528,7 @@ mod tests {
             task(42, "victim", 7),
             task(43, "hog", 8),
             None,
+            0,
         );
         bytes.extend(runq_record(
             KIND_TAKEOVER,
@@ -530,6 +538,7 @@ mod tests {
             task(15, "ksoftirqd/1", 1),
             task(99, "cadvisor", 9),
             Some((0, 150_000_000)),
+            0,
         ));
         let events = decode(&bytes);
         assert_eq!(events.len(), 2);
@@ -563,6 +572,7 @@ mod tests {
             task(1, "a", 1),
             task(2, "b", 1),
             None,
+            0,
         ));
         bytes.extend([1u8, 0, 0]);
         let events = decode(&bytes);

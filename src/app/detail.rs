@@ -167,6 +167,12 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
     if let Some(wait) = stall.waited.wait_ns {
         lines.push(field("waited", format::duration(wait)));
     }
+    if let Some(steal) = stall.waited.steal_ns.filter(|&ns| ns > 0) {
+        lines.push(field(
+            "host took",
+            format!("{} of it (hypervisor steal)", format::duration(steal)),
+        ));
+    }
     if stall.waited.softirq.is_none() && stall.waited.comm.is_none() {
         lines.push(field("", waited));
     }

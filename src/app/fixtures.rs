@@ -97,8 +97,9 @@ pub fn busy() -> Recording {
 
 pub fn busy_entries() -> Vec<Entry> {
     let mut records = Vec::new();
-    // Case 4: api-worker waits behind the batch hog on CPU 1.
-    for (at, wait) in [(2 * S, 131 * MS), (6 * S, 45 * MS)] {
+    // Case 4: api-worker waits behind the batch hog on CPU 1 (and the hypervisor takes the
+    // vCPU for part of the second wait).
+    for (at, wait, steal) in [(2 * S, 131 * MS, 0), (6 * S, 45 * MS, 6 * MS)] {
         records.push((
             at,
             runq_record(
@@ -109,6 +110,7 @@ pub fn busy_entries() -> Vec<Entry> {
                 task(300, "api-worker", API_POD),
                 task(400, "hog", BATCH),
                 None,
+                steal,
             ),
         ));
     }
@@ -155,6 +157,7 @@ pub fn busy_entries() -> Vec<Entry> {
                 task(30, "ksoftirqd/3", ROOT),
                 cadvisor(),
                 Some((read() as i32, 140 * MS)),
+                0,
             ),
         ));
         records.push((

@@ -268,6 +268,7 @@ fn hog_stall(at: u64, wait: u64) -> Msg {
         task(300, "victim", 2),
         task(400, "hog", 3),
         None,
+        0,
     ))))
 }
 

@@ -102,7 +102,7 @@ fn text(r: &Report) -> String {
     for e in r.runq_events.iter().rev().take(20).rev() {
         let _ = writeln!(
             out,
-            "  cpu {:<3} {:>9}  {} [{}] {} waited; {} [{}] {} had the CPU",
+            "  cpu {:<3} {:>9}  {} [{}] {} waited; {} [{}] {} had the CPU{}",
             e.cpu,
             ms(e.wait_ns),
             e.comm,
@@ -110,7 +110,8 @@ fn text(r: &Report) -> String {
             e.cgroup,
             e.ran_instead.comm,
             e.ran_instead.pid,
-            e.ran_instead.cgroup
+            e.ran_instead.cgroup,
+            host_share(e.steal_ns)
         );
     }
 
@@ -165,6 +166,7 @@ fn stalls_text(out: &mut String, r: &Report) {
             }
             text
         });
+        let waited = format!("{waited}{}", host_share(s.waited.steal_ns.unwrap_or(0)));
         let _ = writeln!(
             out,
             "  cpu {:<3} {:>9} {:<9} {waited} waited; held by {culprit}",
@@ -204,9 +206,10 @@ fn stalls_text(out: &mut String, r: &Report) {
         });
         let _ = writeln!(
             out,
-            "  cpu {:<3} ksoftirqd waited {:>9} behind {holder}",
+            "  cpu {:<3} ksoftirqd waited {:>9} behind {holder}{}",
             t.cpu,
-            ms(t.wait_ns)
+            ms(t.wait_ns),
+            host_share(t.steal_ns)
         );
     }
 
@@ -253,6 +256,15 @@ fn stalls_text(out: &mut String, r: &Report) {
             s.pid,
             s.count
         );
+    }
+}
+
+/// " (the host took 3.20ms of it)" when the hypervisor took part of a wait (steal time).
+fn host_share(steal_ns: u64) -> String {
+    if steal_ns == 0 {
+        String::new()
+    } else {
+        format!(" (the host took {} of it)", ms(steal_ns))
     }
 }
 

@@ -84,6 +84,9 @@ pub struct WaitedRow {
     pub cgroup: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_ns: Option<u64>,
+    /// Of `wait_ns`, the time the hypervisor took the vCPU (steal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steal_ns: Option<u64>,
 }
 
 /// The task that held the CPU, with its syscall and stacks.
@@ -118,6 +121,8 @@ pub struct TakeoverRow {
     pub cpu: u32,
     pub ts_ns: u64,
     pub wait_ns: u64,
+    /// Of the wait, the time the hypervisor took this vCPU for something else.
+    pub steal_ns: u64,
     pub culprit: Option<CulpritDetail>,
 }
 
@@ -220,6 +225,8 @@ pub struct RunqEventRow {
     pub comm: String,
     pub cgroup: String,
     pub container: String,
+    /// Of the wait, the time the hypervisor took this vCPU for something else.
+    pub steal_ns: u64,
     pub ran_instead: RanInstead,
 }
 
@@ -313,6 +320,7 @@ fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
             comm: s.waited.task.as_ref().map(|t| t.comm.clone()),
             cgroup: s.waited.task.as_ref().map(|t| a.cgroup_path(t.cgroup)),
             wait_ns: s.waited.task.as_ref().map(|_| s.waited.task_wait_ns),
+            steal_ns: s.waited.task.as_ref().map(|_| s.waited.task_steal_ns),
         },
         culprit: s.culprit.as_ref().map(|c| culprit_detail(a, c, &s.samples)),
         evidence: s.first_tick.as_ref().map(|t| gap_evidence(a, t)),
@@ -430,6 +438,7 @@ fn takeover_row(a: &Analysis, t: &RunqWait) -> TakeoverRow {
         cpu: t.cpu,
         ts_ns: t.ts_ns,
         wait_ns: t.wait_ns,
+        steal_ns: t.steal_ns,
         culprit: culprit.map(|c| culprit_detail(a, &c, &samples)),
     }
 }
@@ -633,6 +642,7 @@ fn runq_event_row(a: &Analysis, w: &RunqWait) -> RunqEventRow {
         comm: w.waiter.comm.clone(),
         container: container_of(&cgroup),
         cgroup,
+        steal_ns: w.steal_ns,
         ran_instead: RanInstead {
             pid: w.ran.pid,
             comm: w.ran.comm.clone(),

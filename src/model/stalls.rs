@@ -48,6 +48,8 @@ pub struct Waited {
     /// its CPU by another cgroup's task, else the one that waited longest.
     pub task: Option<TaskRef>,
     pub task_wait_ns: u64,
+    /// Of `task_wait_ns`, the time the hypervisor took the vCPU (steal).
+    pub task_steal_ns: u64,
     /// `task` waited behind a task of another cgroup (a neighbour).
     pub behind_neighbour: bool,
 }
@@ -150,6 +152,7 @@ impl StallTracker {
                 softirq: None,
                 task: Some(w.waiter.clone()),
                 task_wait_ns: w.wait_ns,
+                task_steal_ns: w.steal_ns,
                 behind_neighbour: w.ran.tid != 0 && w.ran.cgroup != w.waiter.cgroup,
             },
             culprit: culprit_of(&w.ran, w.ran_syscall.map(|(nr, ns)| (nr, w.ts_ns - ns))),
@@ -328,6 +331,7 @@ impl StallTracker {
             if replace {
                 stall.waited.task = Some(task);
                 stall.waited.task_wait_ns = signal.waited.task_wait_ns;
+                stall.waited.task_steal_ns = signal.waited.task_steal_ns;
                 stall.waited.behind_neighbour = signal.waited.behind_neighbour;
             }
         }

@@ -70,6 +70,7 @@ fn noisy_neighbour_stream() -> Vec<Entry> {
             task(300, "api-worker", VICTIM),
             task(400, "hog", NOISY),
             None,
+            0,
         ));
     }
     vec![
@@ -282,6 +283,7 @@ fn memory_stat_episode(t0: u64, pod: &str) -> Vec<u8> {
         ksoftirqd(),
         cadvisor(),
         Some((SYS_READ as i32, 151 * MS)),
+        0,
     ));
     // ... and NET_RX, raised at t0 + 49 ms, starts inside it.
     bytes.extend(softirq_record(
@@ -495,6 +497,7 @@ fn overlapping_signals_merge_and_nothing_counts_twice() {
         a(),
         b(),
         None,
+        0,
     )); // cpu0 [1000,1020]
     records.extend(runq_record(
         KIND_RUNQ,
@@ -504,6 +507,7 @@ fn overlapping_signals_merge_and_nothing_counts_twice() {
         a(),
         b(),
         None,
+        0,
     )); // cpu0 [1040,1060]
     records.extend(runq_record(
         KIND_RUNQ,
@@ -513,6 +517,7 @@ fn overlapping_signals_merge_and_nothing_counts_twice() {
         a(),
         b(),
         None,
+        0,
     )); // cpu1
     let r = analyse_records(records.clone(), None);
     assert_eq!(r.stalls.len(), 3);
@@ -525,6 +530,7 @@ fn overlapping_signals_merge_and_nothing_counts_twice() {
         b(),
         a(),
         None,
+        0,
     ));
     let r = analyse_records(records, None);
     assert_eq!(r.stalls.len(), 2, "{:#?}", r.stalls);
@@ -567,6 +573,7 @@ fn a_culprit_seen_just_after_its_call_still_gets_the_call() {
         victim(),
         culprit(),
         None,
+        0,
     ));
     let r = analyse_records(records, None);
     let c = r.stalls[0].culprit.as_ref().unwrap();
@@ -592,6 +599,7 @@ fn a_culprit_seen_just_after_its_call_still_gets_the_call() {
         victim(),
         culprit(),
         None,
+        0,
     ));
     let r = analyse_records(records, None);
     assert_eq!(r.stalls[0].culprit.as_ref().unwrap().syscall, None);
@@ -613,6 +621,7 @@ fn the_culprit_of_merged_waits_is_the_longest_holder() {
         v(),
         a(),
         None,
+        0,
     )); // [1000,1012] behind short
     records.extend(runq_record(
         KIND_RUNQ,
@@ -622,6 +631,7 @@ fn the_culprit_of_merged_waits_is_the_longest_holder() {
         task(4, "w", ROOT),
         hog(),
         None,
+        0,
     )); // [1005,1050] behind hog
     let r = analyse_records(records, None);
     assert_eq!(r.stalls.len(), 1);
@@ -644,6 +654,7 @@ fn the_waiter_shown_is_the_one_kept_off_by_a_neighbour() {
         hog_a(),
         hog_b(),
         None,
+        0,
     )); // [1000,1008]
     records.extend(runq_record(
         KIND_RUNQ,
@@ -653,6 +664,7 @@ fn the_waiter_shown_is_the_one_kept_off_by_a_neighbour() {
         victim(),
         hog_b(),
         None,
+        0,
     )); // [1002,1005]
     let r = analyse_records(records, None);
     assert_eq!(r.stalls.len(), 1);
@@ -660,4 +672,28 @@ fn the_waiter_shown_is_the_one_kept_off_by_a_neighbour() {
     assert_eq!(s.waited.comm.as_deref(), Some("victim"));
     assert_eq!(s.waited.wait_ns, Some(3 * MS));
     assert_eq!(s.culprit.as_ref().unwrap().comm, "hog");
+}
+
+/// On a VM: the hypervisor's share of a wait (steal) stays with the wait, in the event and in
+/// the stall it makes.
+#[test]
+fn the_hypervisors_share_of_a_wait_is_kept() {
+    let records = runq_record(
+        KIND_RUNQ,
+        1,
+        2_000 * MS,
+        14 * MS,
+        task(12, "victim", VICTIM),
+        task(11, "hog", NOISY),
+        None,
+        9_500_000,
+    );
+    let r = analyse_records(records, None);
+    assert_eq!(r.runq_events[0].wait_ns, 14 * MS);
+    assert_eq!(r.runq_events[0].steal_ns, 9_500_000);
+    let s = &r.stalls[0];
+    assert_eq!(
+        (s.waited.wait_ns, s.waited.steal_ns),
+        (Some(14 * MS), Some(9_500_000))
+    );
 }

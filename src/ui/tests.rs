@@ -259,6 +259,27 @@ fn detail_popup_of_an_irqs_off_stall() {
 }
 
 #[test]
+fn detail_popup_of_a_wait_the_hypervisor_stretched() {
+    let mut app = replay_at_end(fixtures::busy(), 120, 44);
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "comm:api-worker");
+    press(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &[
+            "runq 45ms on CPU 1",
+            "api-worker pid 300",
+            "waited     45ms",
+            "host took  6ms of it (hypervisor steal)",
+            "hog pid 400",
+        ],
+    );
+    insta::assert_snapshot!(s);
+}
+
+#[test]
 fn detail_popups_of_a_culprit_a_container_and_a_syscall() {
     let mut app = replay_at_end(fixtures::busy(), 120, 44);
     let mut screens = Vec::new();

@@ -175,7 +175,15 @@ fn run_checked(
         let cgroups = &outcome.measured.cgroups;
         let report = &recorded.report;
         let result = match name {
-            Name::Quiet => checks::quiet(report, cgroups)
+            Name::Quiet => checks::quiet(report, cgroups, &host_steal(outcome))
+                .map(|excused| {
+                    if excused > 0 {
+                        eprintln!(
+                            "{name}: {excused} waits over the threshold only with the \
+                             hypervisor's steal: excused"
+                        );
+                    }
+                })
                 .and_then(|()| checks::quiet_gaps(report, &gaps, victim_max_late_ns(outcome))),
             Name::NoisyNeighbour => match baseline {
                 Some(baseline) => checks::noisy_neighbour(&recorded.report, baseline, cgroups),
@@ -246,6 +254,16 @@ fn irqoff_gaps(recorded: &Recorded) -> checks::IrqoffGaps<'_> {
 /// Why a run is the VM's rather than stalltop's to answer for: quiet is judged only when no
 /// irqs-off gap the victim allows fell in its window (such a gap is the host stopping the vCPU
 /// and can make anything late); ksoftirqd only with enough bursts the host left alone.
+fn host_steal(outcome: &Outcome) -> checks::HostSteal {
+    checks::HostSteal {
+        cpu: outcome.cpu as u32,
+        start_ns: outcome.start_ns,
+        end_ns: outcome.end_ns,
+        steal_ns: outcome.contamination.steal_ns,
+        tick_ns: scenario::host::tick_ns(),
+    }
+}
+
 fn vm_contamination(name: Name, outcome: &Outcome, gaps: &checks::IrqoffGaps) -> Option<String> {
     match name {
         Name::Quiet if !gaps.possible.is_empty() => Some(format!(

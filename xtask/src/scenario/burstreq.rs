@@ -1,6 +1,6 @@
 //! Bursty multi-threaded requests named `burstreq`: every 250 ms a barrier fans a request out to
-//! 4 worker threads that each burn 4 ms of their own CPU time, and the request ends when all 4
-//! are done (repro.md section C). Average demand is 0.064 CPU, but each burst needs 16 ms.
+//! 4 worker threads that each burn a fixed amount of their own CPU time, and the request ends
+//! when all 4 are done (repro.md section C).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -20,7 +20,12 @@ pub const CGROUP: &str = "stalltop_throttled";
 
 const INTERVAL_NS: u64 = 250_000_000;
 const WORKERS: usize = 4;
-const BURN_NS: u64 = 4_000_000;
+/// Each burst needs 16 ms of CPU (average demand 0.064 CPU): more than a 15 ms quota allows.
+pub const HEAVY_BURN_NS: u64 = 4_000_000;
+/// Each burst needs 6 ms: on one CPU no worker can queue 10 ms behind its siblings, as it can
+/// with the heavy load (3 x 4 ms), so a quiet run has no run-queue wait over the default
+/// threshold.
+pub const LIGHT_BURN_NS: u64 = 1_500_000;
 /// A burst still running this long after the deadline gives up (it is starved or throttled).
 const GRACE_NS: u64 = 1_000_000_000;
 /// How often a thread waiting at a barrier checks for cancellation.
@@ -89,11 +94,13 @@ impl Barrier {
 }
 
 impl<'scope> Requests<'scope> {
-    /// Starts the coordinator and the workers, all in `cgroup`.
+    /// Starts the coordinator and the workers, all in `cgroup`; each worker burns `burn_ns` of
+    /// CPU time per request.
     pub fn spawn<'env>(
         scope: &'scope Scope<'scope, 'env>,
         window: &'env Window,
         cgroup: &'env CpuCgroup,
+        burn_ns: u64,
     ) -> Result<Self> {
         let shared = Arc::new(Shared {
             fan_out: Barrier::new(WORKERS + 1),
@@ -104,7 +111,7 @@ impl<'scope> Requests<'scope> {
         for _ in 0..WORKERS {
             let shared = Arc::clone(&shared);
             workers.push(window.spawn(scope, COMM, cgroup, move || {
-                work(window, &shared);
+                work(window, &shared, burn_ns);
                 Ok(())
             })?);
         }
@@ -153,10 +160,10 @@ fn coordinate(window: &Window, shared: &Shared) -> Result<RequestStats> {
     })
 }
 
-fn work(window: &Window, shared: &Shared) {
+fn work(window: &Window, shared: &Shared, burn_ns: u64) {
     let give_up = window.deadline_ns() + GRACE_NS;
     while shared.fan_out.wait(window) && !shared.quit.load(Ordering::SeqCst) {
-        let until = task::thread_cpu_ns() + BURN_NS;
+        let until = task::thread_cpu_ns() + burn_ns;
         while task::thread_cpu_ns() < until && !window.cancelled() && task::monotonic_ns() < give_up
         {
             std::hint::spin_loop();

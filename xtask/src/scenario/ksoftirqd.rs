@@ -20,6 +20,7 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
 
 use super::cgroup::CpuCgroup;
+use super::host;
 use super::netns::{NetPair, Side, RX_ADDR, TX_ADDR};
 use super::setup;
 use super::task::{self, Window};
@@ -246,28 +247,6 @@ impl Softnet {
 }
 
 /// Nanoseconds per /proc/stat tick (USER_HZ).
-fn tick_ns() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    1_000_000_000 / hz.max(1) as u64
-}
-
-/// Time the host took from `cpu`'s vCPU (/proc/stat steal column), in ns.
-fn steal_ns(cpu: usize) -> Result<u64> {
-    let text = fs::read_to_string("/proc/stat").context("read /proc/stat")?;
-    let name = format!("cpu{cpu}");
-    let line = text
-        .lines()
-        .find(|line| line.split_whitespace().next() == Some(name.as_str()))
-        .with_context(|| format!("/proc/stat has no {name} line"))?;
-    let ticks: u64 = line
-        .split_whitespace()
-        .nth(8)
-        .and_then(|field| field.parse().ok())
-        .with_context(|| format!("/proc/stat: {line:?}"))?;
-    Ok(ticks * tick_ns())
-}
-
 /// The planned start of every burst that ends before the deadline.
 fn schedule(window: &Window) -> Vec<u64> {
     let mut starts = Vec::new();
@@ -346,27 +325,34 @@ impl Watch {
     }
 
     /// Polls from now (before `end_ns`) until ksoftirqd is switched in, at most `WATCH_NS`
-    /// after `end_ns`.
+    /// after `end_ns`. A read that still shows the old count proves only that the switch-in
+    /// came after the read began (the watcher can be preempted between a read and its clock
+    /// read), so the window runs from the start of the last such read to the end of the read
+    /// that shows the new count.
     fn first_switch_in_after(&self, end_ns: u64) -> Result<Switch> {
+        let mut unchanged_since = task::monotonic_ns();
         let before = self.switch_ins()?;
-        let mut previous = task::monotonic_ns();
-        if previous >= end_ns {
+        let read = task::monotonic_ns();
+        if read >= end_ns {
             return Ok(Switch::WatcherLate {
-                by_ns: previous - end_ns,
+                by_ns: read - end_ns,
             });
         }
-        while previous < end_ns + WATCH_NS {
+        loop {
+            let started = task::monotonic_ns();
+            if started >= end_ns + WATCH_NS {
+                return Ok(Switch::NotWithin);
+            }
             let count = self.switch_ins()?;
-            let now = task::monotonic_ns();
+            let read = task::monotonic_ns();
             if count != before {
                 return Ok(Switch::In {
-                    at_ns: now,
-                    within_ns: now - previous,
+                    at_ns: read,
+                    within_ns: read - unchanged_since,
                 });
             }
-            previous = now;
+            unchanged_since = started;
         }
-        Ok(Switch::NotWithin)
     }
 }
 
@@ -422,7 +408,7 @@ pub fn run(window: &Window, fixture: Fixture) -> Result<(Measured, Injected)> {
     let flood_cgroup = CpuCgroup::create(FLOOD_CGROUP)?;
     let softnet_before = softnet(CPU)?;
     let ksoftirqd_before = oncpu_ns(fixture.ksoftirqd_pid)?;
-    let steal_before = steal_ns(CPU)?;
+    let steal_before = host::steal_ns(CPU)?;
     let watch = Watch::open(fixture.ksoftirqd_pid)?;
     let ((mut bursts, hog_tid), (flood, switch_ins)) = thread::scope(|scope| {
         let _cancel = window.cancel_on_drop();
@@ -440,7 +426,7 @@ pub fn run(window: &Window, fixture: Fixture) -> Result<(Measured, Injected)> {
     thread::sleep(Duration::from_millis(200));
     let softnet = softnet(CPU)?.since(softnet_before);
     let ksoftirqd_oncpu_ns = oncpu_ns(fixture.ksoftirqd_pid)?.saturating_sub(ksoftirqd_before);
-    let steal_ns = steal_ns(CPU)?.saturating_sub(steal_before);
+    let steal_ns = host::steal_ns(CPU)?.saturating_sub(steal_before);
     let ksoftirqd_pid = fixture.ksoftirqd_pid;
     drop(fixture);
     if !window.cancelled() {
@@ -471,7 +457,7 @@ pub fn run(window: &Window, fixture: Fixture) -> Result<(Measured, Injected)> {
             ksoftirqd_pid,
             ksoftirqd_oncpu_ns,
             steal_ns,
-            steal_tick_ns: tick_ns(),
+            steal_tick_ns: host::tick_ns(),
         }),
         ..Injected::default()
     };

@@ -203,8 +203,11 @@ impl Outcome {
             ));
         }
         parts.push(format!(
-            "foreign forks {}, load {:.2}",
-            self.contamination.foreign_forks, self.contamination.loadavg_before
+            "foreign forks {}, load {:.2}, CPU {} steal {} ms",
+            self.contamination.foreign_forks,
+            self.contamination.loadavg_before,
+            self.cpu,
+            self.contamination.steal_ns / 1_000_000
         ));
         parts.join("; ")
     }
@@ -282,7 +285,7 @@ pub fn run(name: Name, duration: Duration, ready: impl FnOnce() -> Result<()>) -
         bail!("scenario {name} interrupted by a signal while building its fixture (removed)");
     }
     ready()?;
-    let before = host::Before::take()?;
+    let before = host::Before::take(CPU)?;
     eprintln!("scenario {name}: {duration:?} on CPU {CPU}");
     let window = Window::open(CPU, duration);
     let (measured, injected) = match fixture {

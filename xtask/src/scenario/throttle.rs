@@ -24,7 +24,7 @@ pub fn run(window: &Window) -> Result<Measured> {
     let start = cgroup.cpu_stat()?;
     let requests = thread::scope(|scope| {
         let _cancel = window.cancel_on_drop();
-        Requests::spawn(scope, window, &cgroup)?.join()
+        Requests::spawn(scope, window, &cgroup, burstreq::HEAVY_BURN_NS)?.join()
     })?;
     let cpu_stat = CpuStatDelta::since(&cgroup, start)?;
     // A recorder that polls cpu.stat must get one more look at the final counters before the
