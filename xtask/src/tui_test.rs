@@ -400,7 +400,11 @@ impl Tmux {
             if screen.contains("● LIVE") {
                 break;
             }
-            if screen.contains("stalltop-exit=") || Instant::now() > deadline {
+            // The typed command line holds the marker too: only its output line counts.
+            let exited = screen
+                .lines()
+                .any(|l| l.trim().starts_with("stalltop-exit="));
+            if exited || Instant::now() > deadline {
                 let log = fs::read_to_string(log).unwrap_or_default();
                 bail!("stalltop did not come up live; the screen:\n{screen}\nits log:\n{log}");
             }
