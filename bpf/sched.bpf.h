@@ -89,75 +89,6 @@ static __always_inline void preemption_record(struct runq_stats *s, __u64 victim
 	p->wait_ns += wait;
 }
 
-/* `waiter` waited `wait` ns and now runs; `holder` held the CPU longest
- * meanwhile; `holder_state` is its state if known. */
-static __always_inline void runq_event_emit(bool btf, __u16 kind, __u64 now, __u64 wait,
-					    __u64 steal, struct task_struct *waiter,
-					    __u64 waiter_cgroup, const struct task_ref *holder,
-					    struct task_state *holder_state)
-{
-	struct runq_event *e = record_reserve(kind, sizeof(*e), now);
-
-	if (!e)
-		return;
-	e->wait_ns = wait;
-	e->steal_us = steal / 1000;
-	task_ref_fill(btf, &e->waiter, waiter);
-	e->waiter.cgroup = waiter_cgroup;
-	e->ran = *holder;
-	e->ran_syscall = -1;
-	e->ran_syscall_ns = 0;
-	if (holder_state && holder_state->sys_enter_ts) {
-		e->ran_syscall = holder_state->sys_nr;
-		e->ran_syscall_ns = now - holder_state->sys_enter_ts;
-	}
-	record_submit(e);
-}
-
-/* `prev` held the CPU for [start, end]: remember the slice if it is long
- * enough to matter to a wait. */
-static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struct task_struct *prev,
-					   __u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
-{
-	struct slice *sl;
-	__u32 i;
-
-	if (end - start < SLICE_MIN_NS)
-		return;
-	i = cs->next_slice++ & (SLICES - 1);
-	sl = &cs->slices[i];
-	sl->start = start;
-	sl->end = end;
-	sl->steal_start = cs->current_steal;
-	sl->steal_end = steal_end;
-	sl->tid = prev_tid;
-	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
-	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
-	sl->kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
-	bpf_probe_read_kernel(sl->comm, sizeof(sl->comm), &prev->comm);
-}
-
-/* The index of the remembered slice that overlaps [start, end] most, or
- * -1 if none does. (Per slice, not summed per task: cheap, and a task that
- * holds a CPU long holds it in long slices.) */
-static __always_inline int longest_holder(struct cpu_state *cs, __u64 start, __u64 end)
-{
-	__u64 best_held = 0;
-	int best = -1;
-	__u32 i;
-
-	for (i = 0; i < SLICES; i++) {
-		__u64 from = cs->slices[i].start > start ? cs->slices[i].start : start;
-		__u64 to = cs->slices[i].end < end ? cs->slices[i].end : end;
-
-		if (to > from && to - from > best_held) {
-			best_held = to - from;
-			best = i;
-		}
-	}
-	return best;
-}
-
 /* The vCPU's steal clock: all the time the hypervisor ran something else
  * on it, as the scheduler read it when it updated this run queue's clock
  * (in __schedule, just before sched_switch). 0 without paravirt steal
@@ -221,6 +152,76 @@ __noinline __u64 steal_during(struct cpu_state *cs, __u64 start, __u64 now, __u6
 	return steal < now - start ? steal : now - start;
 }
 
+/* `waiter` waited `wait` ns and now runs; `holder` held the CPU longest
+ * meanwhile; `holder_state` is its state if known. */
+static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_state *cs, __u64 now,
+					    __u64 wait, __u64 steal_now, struct task_struct *waiter,
+					    __u64 waiter_cgroup, const struct task_ref *holder,
+					    struct task_state *holder_state)
+{
+	struct runq_event *e = record_reserve(kind, sizeof(*e), now);
+
+	if (!e)
+		return;
+	e->wait_ns = wait;
+	/* Only for a record that goes out (the rate limit may drop it). */
+	e->steal_us = steal_during(cs, now - wait, now, steal_now) / 1000;
+	task_ref_fill(btf, &e->waiter, waiter);
+	e->waiter.cgroup = waiter_cgroup;
+	e->ran = *holder;
+	e->ran_syscall = -1;
+	e->ran_syscall_ns = 0;
+	if (holder_state && holder_state->sys_enter_ts) {
+		e->ran_syscall = holder_state->sys_nr;
+		e->ran_syscall_ns = now - holder_state->sys_enter_ts;
+	}
+	record_submit(e);
+}
+
+/* `prev` held the CPU for [start, end]: remember the slice if it is long
+ * enough to matter to a wait. */
+static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struct task_struct *prev,
+					   __u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
+{
+	struct slice *sl;
+	__u32 i;
+
+	if (end - start < SLICE_MIN_NS)
+		return;
+	i = cs->next_slice++ & (SLICES - 1);
+	sl = &cs->slices[i];
+	sl->start = start;
+	sl->end = end;
+	sl->steal_start = cs->current_steal;
+	sl->steal_end = steal_end;
+	sl->tid = prev_tid;
+	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
+	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
+	sl->kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
+	bpf_probe_read_kernel(sl->comm, sizeof(sl->comm), &prev->comm);
+}
+
+/* The index of the remembered slice that overlaps [start, end] most, or
+ * -1 if none does. (Per slice, not summed per task: cheap, and a task that
+ * holds a CPU long holds it in long slices.) */
+static __always_inline int longest_holder(struct cpu_state *cs, __u64 start, __u64 end)
+{
+	__u64 best_held = 0;
+	int best = -1;
+	__u32 i;
+
+	for (i = 0; i < SLICES; i++) {
+		__u64 from = cs->slices[i].start > start ? cs->slices[i].start : start;
+		__u64 to = cs->slices[i].end < end ? cs->slices[i].end : end;
+
+		if (to > from && to - from > best_held) {
+			best_held = to - from;
+			best = i;
+		}
+	}
+	return best;
+}
+
 /* `next` ran after waiting `wait` ns (at least PREEMPT_WAIT_MIN_NS): charge
  * the episode to the task that held the CPU longest meanwhile and report
  * the wait if it is over a threshold. */
@@ -254,9 +255,8 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	if (s && holder.tid)
 		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
 	if (wait >= (next_is_ksoftirqd ? takeover_threshold_ns : runq_threshold_ns))
-		runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, now, wait,
-				steal_during(cs, now - wait, now, steal_now), next, next_cgroup,
-				&holder, holder_state);
+		runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait,
+				steal_now, next, next_cgroup, &holder, holder_state);
 }
 
 /* Whether `next` waited on this CPU's run queue and for how long, as the
