@@ -70,6 +70,16 @@ pub struct StallRow {
     /// no guest-side cause (idle CPU, user mode) points at the hypervisor.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
+    /// irqoff stalls: the longest gap between sampler ticks (overlapping
+    /// waits merged into the stall can make it longer than the gap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<GapRow>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct GapRow {
+    pub start_ns: u64,
+    pub duration_ns: u64,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -324,6 +334,10 @@ fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
         },
         culprit: s.culprit.as_ref().map(|c| culprit_detail(a, c, &s.samples)),
         evidence: s.first_tick.as_ref().map(|t| gap_evidence(a, t)),
+        gap: s.first_tick.as_ref().map(|t| GapRow {
+            start_ns: t.ts_ns.saturating_sub(t.gap_ns),
+            duration_ns: t.gap_ns,
+        }),
     }
 }
 

@@ -184,7 +184,7 @@ fn run_checked(
                         );
                     }
                 })
-                .and_then(|()| checks::quiet_gaps(report, &gaps, victim_max_late_ns(outcome))),
+                .and_then(|()| checks::quiet_gaps(report, &gaps, victim_worst_stall_ns(outcome))),
             Name::NoisyNeighbour => match baseline {
                 Some(baseline) => checks::noisy_neighbour(&recorded.report, baseline, cgroups),
                 None => Err("no quiet baseline".into()),
@@ -227,11 +227,11 @@ fn run_checked(
     })
 }
 
-fn victim_max_late_ns(outcome: &Outcome) -> u64 {
+fn victim_worst_stall_ns(outcome: &Outcome) -> u64 {
     outcome
         .measured
         .victim
-        .map_or(0, |victim| victim.lateness.max_ns)
+        .map_or(0, |victim| victim.worst_stall_ns())
 }
 
 /// stalltop's irqs-off gaps on the scenario's CPU while its window was open, judged by the
@@ -239,7 +239,7 @@ fn victim_max_late_ns(outcome: &Outcome) -> u64 {
 fn irqoff_gaps(recorded: &Recorded) -> checks::IrqoffGaps<'_> {
     let outcome = &recorded.outcome;
     let victim_max = match outcome.measured.victim {
-        Some(victim) => victim.lateness.max_ns,
+        Some(victim) => victim.worst_stall_ns(),
         None => u64::MAX / 4,
     };
     checks::irqoff_gaps(
@@ -271,7 +271,7 @@ fn vm_contamination(name: Name, outcome: &Outcome, gaps: &checks::IrqoffGaps) ->
              late)",
             gaps.possible.len(),
             outcome.cpu,
-            victim_max_late_ns(outcome) / 1000
+            victim_worst_stall_ns(outcome) / 1000
         )),
         Name::Ksoftirqd => outcome
             .injected

@@ -151,10 +151,11 @@ impl Outcome {
         if let Some(victim) = &self.measured.victim {
             let l = victim.lateness;
             parts.push(format!(
-                "victim late p50/p99/max {}/{}/{} ms",
+                "victim late p50/p99/max {}/{}/{} ms, stopped at work up to {} ms",
                 ms(l.p50_ns),
                 ms(l.p99_ns),
-                ms(l.max_ns)
+                ms(l.max_ns),
+                ms(victim.longest_work_gap_ns)
             ));
         }
         if let Some(requests) = &self.measured.requests {

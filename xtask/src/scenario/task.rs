@@ -182,10 +182,18 @@ pub fn sleep_until(window: &Window, target_ns: u64) -> Result<()> {
 }
 
 /// Busy-waits (on the CPU, no syscall) until CLOCK_MONOTONIC reaches `target_ns`.
-pub fn spin_until(target_ns: u64) {
-    while monotonic_ns() < target_ns {
+/// Returns the longest jump between two consecutive clock reads: how long the CPU was taken
+/// away meanwhile (an interrupt, a softirq, another task, or the host stopping the vCPU).
+pub fn spin_until(target_ns: u64) -> u64 {
+    let mut longest_jump = 0;
+    let mut last = monotonic_ns();
+    while last < target_ns {
         std::hint::spin_loop();
+        let now = monotonic_ns();
+        longest_jump = longest_jump.max(now - last);
+        last = now;
     }
+    longest_jump
 }
 
 /// Fails unless the calling process may run on `cpu`.

@@ -21,6 +21,17 @@ pub struct VictimStats {
     pub lateness: Percentiles,
     /// Periods skipped because the previous one overran (woken or worked too late).
     pub missed_periods: u64,
+    /// The longest the CPU was taken from the victim while it worked (a jump between two clock
+    /// reads): a stall then makes no wake-up late, it skips periods.
+    pub longest_work_gap_ns: u64,
+}
+
+impl VictimStats {
+    /// The longest the victim was kept from running on its CPU, late to wake or stopped while it
+    /// worked.
+    pub fn worst_stall_ns(&self) -> u64 {
+        self.lateness.max_ns.max(self.longest_work_gap_ns)
+    }
 }
 
 /// Runs on the calling (already pinned) thread until the window closes.
@@ -29,6 +40,7 @@ pub fn run(window: &Window) -> Result<VictimStats> {
     let expected = (window.deadline_ns() - task::monotonic_ns()) / PERIOD_NS;
     let mut lateness = Vec::with_capacity(expected as usize + 1);
     let mut missed_periods = 0;
+    let mut longest_work_gap_ns = 0;
     let mut target = task::monotonic_ns() + PERIOD_NS;
     while target < window.deadline_ns() && !window.cancelled() {
         task::sleep_until(window, target)?;
@@ -37,7 +49,7 @@ pub fn run(window: &Window) -> Result<VictimStats> {
         }
         let woke = task::monotonic_ns();
         lateness.push(woke.saturating_sub(target));
-        task::spin_until(woke + WORK_NS);
+        longest_work_gap_ns = longest_work_gap_ns.max(task::spin_until(woke + WORK_NS));
         target += PERIOD_NS;
         let now = task::monotonic_ns();
         while target <= now {
@@ -48,5 +60,6 @@ pub fn run(window: &Window) -> Result<VictimStats> {
     Ok(VictimStats {
         lateness: Percentiles::of(lateness),
         missed_periods,
+        longest_work_gap_ns,
     })
 }

@@ -52,6 +52,7 @@ pub fn run(window: &Window) -> Result<VictimLog> {
     let mut lateness = Vec::with_capacity(expected as usize + 1);
     let mut late = Vec::new();
     let mut missed_periods = 0;
+    let mut longest_work_gap_ns = 0;
     let mut due = task::monotonic_ns() + PERIOD_NS;
     while due < window.deadline_ns() && !window.cancelled() {
         task::sleep_until(window, due)?;
@@ -67,7 +68,7 @@ pub fn run(window: &Window) -> Result<VictimLog> {
                 late_ns,
             });
         }
-        task::spin_until(woke + WORK_NS);
+        longest_work_gap_ns = longest_work_gap_ns.max(task::spin_until(woke + WORK_NS));
         due += PERIOD_NS;
         let now = task::monotonic_ns();
         while due <= now {
@@ -79,6 +80,7 @@ pub fn run(window: &Window) -> Result<VictimLog> {
         stats: VictimStats {
             lateness: Percentiles::of(lateness),
             missed_periods,
+            longest_work_gap_ns,
         },
         late,
     })
