@@ -237,14 +237,19 @@ fn detail_popup_of_a_stall() {
     insta::assert_snapshot!(s);
 }
 
-#[test]
-fn detail_popup_of_an_irqs_off_stall() {
+/// The busy fixture filtered by `filter`, with the newest stall left opened.
+fn details_of_newest_stall(filter: &str) -> String {
     let mut app = replay_at_end(fixtures::busy(), 120, 44);
     press(&mut app, KeyCode::Char('/'));
-    type_text(&mut app, "comm:ss");
+    type_text(&mut app, filter);
     press(&mut app, KeyCode::Enter);
     press(&mut app, KeyCode::Enter);
-    let s = screen(&app);
+    screen(&app)
+}
+
+#[test]
+fn detail_popup_of_an_irqs_off_stall() {
+    let s = details_of_newest_stall("comm:ss");
     assert_shows(
         &s,
         &[
@@ -260,12 +265,7 @@ fn detail_popup_of_an_irqs_off_stall() {
 
 #[test]
 fn detail_popup_of_a_wait_the_hypervisor_stretched() {
-    let mut app = replay_at_end(fixtures::busy(), 120, 44);
-    press(&mut app, KeyCode::Char('/'));
-    type_text(&mut app, "comm:api-worker");
-    press(&mut app, KeyCode::Enter);
-    press(&mut app, KeyCode::Enter);
-    let s = screen(&app);
+    let s = details_of_newest_stall("comm:api-worker");
     assert_shows(
         &s,
         &[
