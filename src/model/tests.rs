@@ -551,57 +551,38 @@ fn overlapping_signals_merge_and_nothing_counts_twice() {
 /// back to user space, after its syscall ended; the stall still names it.
 #[test]
 fn a_culprit_seen_just_after_its_call_still_gets_the_call() {
-    let culprit = || task(77, "culprit", ROOT);
-    let victim = || task(78, "victim", ROOT);
-    let mut records = Vec::new();
-    // getdents64 ran [1000, 1020] ms; it returns, then the victim runs.
-    records.extend(syscall_record(
-        CPU,
-        1_020 * MS,
-        culprit(),
-        217,
-        20 * MS,
-        20 * MS,
-        5,
-        "/dev/shm/big",
-    ));
-    records.extend(runq_record(
-        KIND_RUNQ,
-        CPU,
-        1_020 * MS + 5_000,
-        19 * MS,
-        victim(),
-        culprit(),
-        None,
-        0,
-    ));
-    let r = analyse_records(records, None);
+    // getdents64 ran for `call_ns` up to 1020 ms; it returns, then the victim, which waited
+    // [1001, 1020] ms, runs.
+    let analyse_call = |call_ns: u64| {
+        let culprit = || task(77, "culprit", ROOT);
+        let mut records = syscall_record(
+            CPU,
+            1_020 * MS,
+            culprit(),
+            217,
+            call_ns,
+            call_ns,
+            5,
+            "/dev/shm/big",
+        );
+        records.extend(runq_record(
+            KIND_RUNQ,
+            CPU,
+            1_020 * MS + 5_000,
+            19 * MS,
+            task(78, "victim", ROOT),
+            culprit(),
+            None,
+            0,
+        ));
+        analyse_records(records, None)
+    };
+    let r = analyse_call(20 * MS);
     let c = r.stalls[0].culprit.as_ref().unwrap();
     assert_eq!(c.syscall.as_deref(), Some("getdents64"));
     assert_eq!(c.path.as_deref(), Some("/dev/shm/big"));
     // A call that covered little of the wait is not blamed.
-    let mut records = Vec::new();
-    records.extend(syscall_record(
-        CPU,
-        1_020 * MS,
-        culprit(),
-        217,
-        2 * MS,
-        2 * MS,
-        5,
-        "/dev/shm/big",
-    ));
-    records.extend(runq_record(
-        KIND_RUNQ,
-        CPU,
-        1_020 * MS + 5_000,
-        19 * MS,
-        victim(),
-        culprit(),
-        None,
-        0,
-    ));
-    let r = analyse_records(records, None);
+    let r = analyse_call(2 * MS);
     assert_eq!(r.stalls[0].culprit.as_ref().unwrap().syscall, None);
 }
 
