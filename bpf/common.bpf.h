@@ -231,12 +231,31 @@ static __always_inline void hist_add(__u32 *slots, __u64 v)
 		slots[slot]++;
 }
 
-static __always_inline void task_ref_fill(bool btf, struct task_ref *r, struct task_struct *t)
+/* Copy the command name of `t`: two direct loads in tp_btf (no helper
+ * call on the hot path), a probe read otherwise. */
+static __always_inline void comm_copy(bool btf, __u8 dst[COMM_LEN], struct task_struct *t)
+{
+	if (btf) {
+		((__u64 *)dst)[0] = *(__u64 *)&t->comm[0];
+		((__u64 *)dst)[1] = *(__u64 *)&t->comm[8];
+	} else {
+		bpf_probe_read_kernel(dst, COMM_LEN, &t->comm);
+	}
+}
+
+/* `r` names task `t`, whose cgroup the caller already knows. */
+static __always_inline void task_ref_set(bool btf, struct task_ref *r, struct task_struct *t,
+					 __u64 cgroup)
 {
 	r->pid = FIELD(btf, t, tgid);
 	r->tid = FIELD(btf, t, pid);
-	r->cgroup = r->tid ? task_cgroup(btf, t) : 0;
-	bpf_probe_read_kernel(r->comm, sizeof(r->comm), &t->comm);
+	r->cgroup = cgroup;
+	comm_copy(btf, r->comm, t);
+}
+
+static __always_inline void task_ref_fill(bool btf, struct task_ref *r, struct task_struct *t)
+{
+	task_ref_set(btf, r, t, FIELD(btf, t, pid) ? task_cgroup(btf, t) : 0);
 }
 
 #endif /* STALLTOP_COMMON_BPF_H */

@@ -16,8 +16,7 @@ const volatile __u64 sample_after_ns = 1000 * 1000;
 /* A gap between ticks at least this long is an irqs-off stall. */
 const volatile __u64 irqoff_threshold_ns = 10 * 1000 * 1000;
 
-static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct task_state *current_state,
-					    __u64 now)
+static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *call, __u64 now)
 {
 	__u32 why = 0;
 	int vec;
@@ -30,8 +29,7 @@ static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct task_st
 	}
 	/* On-CPU time in the call so far, not wall time: a call that slept
 	 * explains nothing about this CPU. */
-	if (current_state && current_state->sys_enter_ts &&
-	    current_state->sys_oncpu_ns + (now - slice_start(current_state, cs)) >= sample_after_ns)
+	if (call && call->oncpu_ns + (now - slice_start(call, cs)) >= sample_after_ns)
 		why |= SAMPLE_WHY_SYSCALL;
 	return why;
 }
@@ -39,7 +37,7 @@ static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct task_st
 static __always_inline int on_sample(void *ctx)
 {
 	struct cpu_state *cs = this_cpu();
-	struct task_state *ts;
+	struct call *call;
 	struct sample_event *e;
 	__u64 now, gap;
 	__u32 tid, why;
@@ -51,8 +49,8 @@ static __always_inline int on_sample(void *ctx)
 	gap = cs->last_tick ? now - cs->last_tick : 0;
 	cs->last_tick = now;
 	tid = (__u32)bpf_get_current_pid_tgid();
-	ts = tid ? current_state(false) : NULL;
-	why = sample_reasons(cs, ts, now);
+	call = tid ? current_call(cs, tid) : NULL;
+	why = sample_reasons(cs, call, now);
 	if (gap >= irqoff_threshold_ns)
 		why |= SAMPLE_WHY_GAP;
 	if (!why)
@@ -63,7 +61,7 @@ static __always_inline int on_sample(void *ctx)
 		return 0;
 	task_ref_fill(true, &e->task, bpf_get_current_task_btf());
 	e->gap_ns = gap;
-	e->syscall = ts && ts->sys_enter_ts ? ts->sys_nr : -1;
+	e->syscall = call ? call->nr : -1;
 	e->why = why;
 	len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 	e->kstack_len = len > 0 ? len : 0;

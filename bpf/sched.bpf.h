@@ -32,11 +32,30 @@ struct {
 	__type(value, struct preemptor_stats);
 } preemptors SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RUNQ_SLOTS);
+	__type(key, __u32);
+	__type(value, struct runq_slot);
+} runq_slots SEC(".maps");
+
+/* This CPU's stats of `cgroup`: its array slot if it owns it (the first
+ * cgroup to wait here whose id hashes to the slot does), else the hash. */
 static __always_inline struct runq_stats *runq_stats_of(__u64 cgroup)
 {
 	static const struct runq_stats zero = {};
-	struct runq_stats *s = bpf_map_lookup_elem(&runq_by_cgroup, &cgroup);
+	/* Fibonacci hashing: the top bits of id * 2^64/phi. */
+	__u32 index = (cgroup * 0x9E3779B97F4A7C15ULL) >> (64 - RUNQ_SLOT_BITS);
+	struct runq_slot *slot = bpf_map_lookup_elem(&runq_slots, &index);
+	struct runq_stats *s;
 
+	if (slot) {
+		if (!slot->stats.count)
+			slot->cgroup = cgroup;
+		if (slot->cgroup == cgroup)
+			return &slot->stats;
+	}
+	s = bpf_map_lookup_elem(&runq_by_cgroup, &cgroup);
 	if (s)
 		return s;
 	bpf_map_update_elem(&runq_by_cgroup, &cgroup, &zero, BPF_NOEXIST);
@@ -93,13 +112,11 @@ static __always_inline void preemption_record(struct runq_stats *s, __u64 victim
  * on it, as the scheduler read it when it updated this run queue's clock
  * (in __schedule, just before sched_switch). 0 without paravirt steal
  * accounting. */
-static __always_inline __u64 steal_clock(bool btf, struct task_struct *current)
+static __always_inline __u64 steal_clock(bool btf, struct rq *rq)
 {
 	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq))
 		return 0;
-	if (btf)
-		return current->se.cfs_rq->rq->prev_steal_time_rq;
-	return BPF_CORE_READ(current, se.cfs_rq, rq, prev_steal_time_rq);
+	return FIELD(btf, rq, prev_steal_time_rq);
 }
 
 /* Slices further apart than this are not interpolated between (and the
@@ -166,14 +183,13 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_sta
 	e->wait_ns = wait;
 	/* Only for a record that goes out (the rate limit may drop it). */
 	e->steal_us = steal_during(cs, now - wait, now, steal_now) / 1000;
-	task_ref_fill(btf, &e->waiter, waiter);
-	e->waiter.cgroup = waiter_cgroup;
+	task_ref_set(btf, &e->waiter, waiter, waiter_cgroup);
 	e->ran = *holder;
 	e->ran_syscall = -1;
 	e->ran_syscall_ns = 0;
-	if (holder_state && holder_state->sys_enter_ts) {
-		e->ran_syscall = holder_state->sys_nr;
-		e->ran_syscall_ns = now - holder_state->sys_enter_ts;
+	if (holder_state && holder_state->call.enter_ts) {
+		e->ran_syscall = holder_state->call.nr;
+		e->ran_syscall_ns = now - holder_state->call.enter_ts;
 	}
 	record_submit(e);
 }
@@ -198,7 +214,7 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
 	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
 	sl->kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
-	bpf_probe_read_kernel(sl->comm, sizeof(sl->comm), &prev->comm);
+	comm_copy(btf, sl->comm, prev);
 }
 
 /* The index of the remembered slice that overlaps [start, end] most, or
@@ -247,6 +263,8 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 		holder.pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
 		holder.tid = prev_tid;
 		holder.cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
+		/* (not comm_copy: clang would share its loads with the
+		 * memcpy above, across map value and kernel pointers) */
 		bpf_probe_read_kernel(holder.comm, sizeof(holder.comm), &prev->comm);
 		kthread = FIELD(btf, prev, flags) & PF_KTHREAD;
 	}
@@ -265,21 +283,37 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
  * yielded). The clock is this run queue's, updated by __schedule, except
  * right after a wakeup preemption (the scheduler skips that update): such
  * a short wait reads as 0, and still counts as a wait. */
-static __always_inline bool runq_wait(bool btf, struct task_struct *next, __u64 *wait)
+static __always_inline bool runq_wait(bool btf, struct task_struct *next, struct rq *rq,
+				      __u64 *wait)
 {
 	__u64 queued, clock;
 
 	if (!bpf_core_field_exists(struct task_struct, sched_info))
 		return false; /* no CONFIG_SCHED_INFO; user space warns */
-	if (btf) {
-		queued = next->sched_info.last_queued;
-		clock = queued ? next->se.cfs_rq->rq->clock : 0;
-	} else {
-		queued = BPF_CORE_READ(next, sched_info.last_queued);
-		clock = queued ? BPF_CORE_READ(next, se.cfs_rq, rq, clock) : 0;
-	}
+	queued = FIELD(btf, next, sched_info.last_queued);
+	clock = queued ? FIELD(btf, rq, clock) : 0;
 	*wait = clock > queued ? clock - queued : 0;
 	return queued != 0;
+}
+
+/* `prev` leaves the CPU: a syscall it entered in this slice moves from
+ * the CPU to its state (any other call the CPU holds is stale: its task
+ * changed thread id in exec), and a call it is inside gets this slice's
+ * time. Returns prev's state, if it has one. */
+static __always_inline struct task_state *switch_out_call(struct cpu_state *cs,
+							  struct task_struct *prev, __u32 prev_tid,
+							  __u64 now)
+{
+	bool holds = cs && cs->call.enter_ts && cs->call.tid == prev_tid;
+	struct task_state *ps = task_state_of(prev, prev_tid, holds);
+
+	if (holds && ps)
+		ps->call = cs->call;
+	if (cs)
+		cs->call.enter_ts = 0;
+	if (ps && ps->call.enter_ts)
+		syscall_slice_end(&ps->call, cs, now);
+	return ps;
 }
 
 /* A runnable task that waits at least PREEMPT_WAIT_MIN_NS is one episode,
@@ -295,15 +329,15 @@ static __always_inline void on_switch(bool btf, struct task_struct *prev, struct
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ps = NULL;
 	__u64 now = bpf_ktime_get_ns();
-	__u64 steal_now = steal_clock(btf, prev);
+	/* This CPU's run queue, reached through prev (hot in cache; next's
+	 * fields may not be). */
+	struct rq *rq = btf ? prev->se.cfs_rq->rq : BPF_CORE_READ(prev, se.cfs_rq, rq);
+	__u64 steal_now = steal_clock(btf, rq);
 	__u64 wait = 0;
-	bool waited = next_tid && runq_wait(btf, next, &wait);
+	bool waited = next_tid && runq_wait(btf, next, rq, &wait);
 
-	if (prev_tid) {
-		ps = task_state_of(prev, prev_tid, false);
-		if (ps && ps->sys_enter_ts)
-			syscall_slice_end(ps, cs, now);
-	}
+	if (prev_tid)
+		ps = switch_out_call(cs, prev, prev_tid, now);
 
 	if (cs) {
 		if (prev_tid)
@@ -330,7 +364,12 @@ static __always_inline void on_switch(bool btf, struct task_struct *prev, struct
 static __always_inline void on_task_exit(bool btf, struct task_struct *p)
 {
 	__u32 tid = FIELD(btf, p, pid);
+	struct cpu_state *cs = this_cpu();
 
+	/* A call that never returns (exit, exit_group) must not move to the
+	 * state of a task that is going away. */
+	if (cs && cs->call.tid == tid)
+		cs->call.enter_ts = 0;
 	/* Task storage goes away with the task; the hash needs a delete. */
 	if (!use_task_storage)
 		bpf_map_delete_elem(&tasks, &tid);

@@ -8,6 +8,7 @@
 #define STALLTOP_SOFTIRQ_BPF_H
 
 #include "common.bpf.h"
+#include "syscall.bpf.h"
 
 const volatile __u64 softirq_threshold_ns = 10 * 1000 * 1000;
 
@@ -43,7 +44,7 @@ static __always_inline void softirq_event_emit(__u64 now, __u64 delay, __u32 vec
 					       bool in_ksoftirqd)
 {
 	struct softirq_event *e = record_reserve(KIND_SOFTIRQ, sizeof(*e), now);
-	struct task_state *ts;
+	struct call *call;
 
 	if (!e)
 		return;
@@ -51,8 +52,8 @@ static __always_inline void softirq_event_emit(__u64 now, __u64 delay, __u32 vec
 	e->vector = vec;
 	e->in_ksoftirqd = in_ksoftirqd;
 	task_ref_fill(true, &e->ctx, bpf_get_current_task_btf());
-	ts = current_state(false);
-	e->ctx_syscall = ts && ts->sys_enter_ts ? ts->sys_nr : -1;
+	call = current_call(this_cpu(), (__u32)bpf_get_current_pid_tgid());
+	e->ctx_syscall = call ? call->nr : -1;
 	e->_pad = 0;
 	record_submit(e);
 }

@@ -18,6 +18,7 @@ char LICENSE[] SEC("license") = "GPL";
 struct record_header _record_header = {};
 struct runq_event _runq_event = {};
 struct runq_stats _runq_stats = {};
+struct runq_slot _runq_slot = {};
 struct preemptor_key _preemptor_key = {};
 struct preemptor_stats _preemptor_stats = {};
 struct task_state _task_state = {};
@@ -28,6 +29,7 @@ struct stolen_stats _stolen_stats = {};
 struct syscall_event _syscall_event = {};
 struct syscall_key _syscall_key = {};
 struct syscall_stats _syscall_stats = {};
+struct syscall_slot _syscall_slot = {};
 struct sample_event _sample_event = {};
 struct cpu_state _cpu_state = {};
 

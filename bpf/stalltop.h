@@ -82,6 +82,17 @@ struct runq_stats {
 	__u64 preempted_kthread;
 };
 
+/* On each CPU, RUNQ_SLOTS cgroups (by a hash of the id, first come)
+ * keep their runq_stats in an array slot (map `runq_slots`), cheaper than
+ * the hash lookup the others take. */
+#define RUNQ_SLOT_BITS 6
+#define RUNQ_SLOTS (1 << RUNQ_SLOT_BITS)
+
+struct runq_slot {
+	__u64 cgroup; /* the owner, once stats.count > 0 */
+	struct runq_stats stats;
+};
+
 #define PREEMPT_WAIT_MIN_NS 1000000
 
 /* Key and value of per-CPU map `preemptors`: who kept tasks of
@@ -172,7 +183,9 @@ struct syscall_event {
 	__u8 path[2 * PATH_HALF];
 };
 
-/* Syscall latency per (cgroup, syscall) (map `syscalls`). */
+/* Syscall latency per (cgroup, syscall): map `syscalls`, and on each CPU
+ * the first cgroup to make syscall nr in `syscalls_by_nr` (an array slot,
+ * cheaper than a hash lookup on every call). */
 struct syscall_key {
 	__u64 cgroup;
 	__u32 nr;
@@ -185,6 +198,11 @@ struct syscall_stats {
 	__u64 wall_total_ns;
 	__u64 oncpu_total_ns;
 	__u64 max_ns;
+};
+
+struct syscall_slot {
+	__u64 cgroup; /* the owner, once stats.count > 0 */
+	struct syscall_stats stats;
 };
 
 /* KIND_SAMPLE and KIND_IRQOFF: what a CPU was doing at a sampler tick. A
@@ -207,6 +225,20 @@ struct sample_event {
 				  * waits included: it has pending work) */
 #define SAMPLE_WHY_SYSCALL 4 /* the task has run long inside one syscall */
 #define SAMPLE_WHY_GAP 8 /* first tick after a gap */
+
+/* A syscall in progress. Held in the CPU's state while its task stays on
+ * that CPU (most calls end there: no per-task lookup), moved to the
+ * task's state when the task is switched out inside it. */
+struct call {
+	__u64 enter_ts; /* in a syscall since; 0 when not */
+	__u64 enter_softirq; /* the CPU's softirq_ns at enter_ts */
+	__u64 oncpu_ns; /* on-CPU time inside the call, finished slices */
+	__u64 softirq_ns; /* softirq time inside the call, finished slices */
+	__u64 arg0;
+	__u64 arg1;
+	__s32 nr;
+	__u32 tid; /* the task making the call */
+};
 
 /* A stretch of time one task held a CPU (cpu_state.slices). */
 struct slice {
@@ -237,6 +269,7 @@ struct cpu_state {
 	__u64 current_since; /* when the running task was switched in */
 	__u64 current_softirq; /* softirq_ns at current_since */
 	__u64 current_steal; /* the steal clock at current_since */
+	struct call call; /* the running task's syscall, if it entered it here */
 	__u32 ksoftirqd_tid;
 	__u32 next_slice; /* where the next slice goes in `slices` */
 	/* Record rate limit, per kind: tokens left and when last refilled. */
@@ -248,14 +281,7 @@ struct cpu_state {
 
 /* Per-task state (map `tasks` or task storage). Internal to BPF. */
 struct task_state {
-	__u64 sys_enter_ts; /* in a syscall since; 0 when not */
-	__u64 sys_enter_softirq; /* the CPU's softirq_ns at sys_enter_ts */
-	__u64 sys_oncpu_ns; /* on-CPU time inside the call, finished slices */
-	__u64 sys_softirq_ns; /* softirq time inside the call, finished slices */
-	__u64 sys_arg0;
-	__u64 sys_arg1;
-	__s32 sys_nr;
-	__u32 _pad;
+	struct call call;
 };
 
 #endif /* STALLTOP_H */

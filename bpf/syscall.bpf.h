@@ -18,6 +18,13 @@ const volatile __u8 syscall_arg[SYSCALL_NR_MAX] = {};
 
 /* Per-CPU, allocated on first use: no atomics, no cache-line bouncing. */
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SYSCALL_NR_MAX);
+	__type(key, __u32);
+	__type(value, struct syscall_slot);
+} syscalls_by_nr SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 8192);
@@ -25,73 +32,104 @@ struct {
 	__type(value, struct syscall_stats);
 } syscalls SEC(".maps");
 
+/* The syscall the running task `tid` is in, or NULL: the CPU holds it
+ * when the call began in the task's current slice, else (the task was
+ * switched out inside it) the task's state does. */
+static __always_inline struct call *current_call(struct cpu_state *cs, __u32 tid)
+{
+	struct task_state *ts;
+
+	if (cs && cs->call.enter_ts && cs->call.tid == tid)
+		return &cs->call;
+	ts = current_state(false);
+	return ts && ts->call.enter_ts ? &ts->call : NULL;
+}
+
 /* The running task's current slice inside its syscall: from the later
  * of its switch-in and the call's entry. Needs no per-task work at
  * switch-in: the CPU remembers when (and at which softirq total) its
  * current task came in. */
-static __always_inline __u64 slice_start(struct task_state *ts, struct cpu_state *cs)
+static __always_inline __u64 slice_start(struct call *c, struct cpu_state *cs)
 {
-	return cs && cs->current_since > ts->sys_enter_ts ? cs->current_since : ts->sys_enter_ts;
+	return cs && cs->current_since > c->enter_ts ? cs->current_since : c->enter_ts;
 }
 
 /* The slice ends (switch-out, or the call's exit): charge it to the call,
  * softirqs that ran in it apart. Time a hypervisor took from the vCPU
  * meanwhile still counts: the task held the guest's CPU (the steal clock
  * is not readable from here without per-CPU kernel symbols). */
-static __always_inline void syscall_slice_end(struct task_state *ts, struct cpu_state *cs,
-					      __u64 now)
+static __always_inline void syscall_slice_end(struct call *c, struct cpu_state *cs, __u64 now)
 {
 	__u64 ran, softirq = 0;
 
 	if (!cs)
 		return;
-	ran = now - slice_start(ts, cs);
-	softirq = cs->softirq_ns - (cs->current_since > ts->sys_enter_ts ? cs->current_softirq :
-									   ts->sys_enter_softirq);
+	ran = now - slice_start(c, cs);
+	softirq = cs->softirq_ns -
+		  (cs->current_since > c->enter_ts ? cs->current_softirq : c->enter_softirq);
 	if (softirq > ran)
 		softirq = ran;
-	ts->sys_softirq_ns += softirq;
-	ts->sys_oncpu_ns += ran - softirq;
+	c->softirq_ns += softirq;
+	c->oncpu_ns += ran - softirq;
 }
 
+/* The CPU holds the call; sched_switch moves it to the task's state if
+ * the task is switched out before the call ends. */
 static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id)
 {
-	struct task_state *ts = current_state(true);
-	struct cpu_state *cs;
-	__u64 now;
+	struct cpu_state *cs = this_cpu();
+	struct call *c;
 
-	if (!ts)
+	if (!cs)
 		return;
-	now = bpf_ktime_get_ns();
-	cs = this_cpu();
-	ts->sys_nr = id;
-	ts->sys_enter_ts = now;
-	ts->sys_enter_softirq = cs ? cs->softirq_ns : 0;
-	ts->sys_oncpu_ns = 0;
-	ts->sys_softirq_ns = 0;
+	c = &cs->call;
+	c->enter_ts = bpf_ktime_get_ns();
+	c->tid = (__u32)bpf_get_current_pid_tgid();
+	c->nr = id;
+	c->enter_softirq = cs->softirq_ns;
+	c->oncpu_ns = 0;
+	c->softirq_ns = 0;
 	if (btf) {
-		ts->sys_arg0 = PT_REGS_PARM1_SYSCALL(regs);
-		ts->sys_arg1 = PT_REGS_PARM2_SYSCALL(regs);
+		c->arg0 = PT_REGS_PARM1_SYSCALL(regs);
+		c->arg1 = PT_REGS_PARM2_SYSCALL(regs);
 	} else {
-		ts->sys_arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
-		ts->sys_arg1 = PT_REGS_PARM2_CORE_SYSCALL(regs);
+		c->arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
+		c->arg1 = PT_REGS_PARM2_CORE_SYSCALL(regs);
 	}
+}
+
+/* The stats of (cgroup, nr) on this CPU: the array slot of nr when this
+ * cgroup owns it (the first to make the call here does), else the hash. */
+static __always_inline struct syscall_stats *syscall_stats_of(__u64 cgroup, __s32 nr)
+{
+	struct syscall_key key = { .cgroup = cgroup, .nr = nr };
+	static const struct syscall_stats zero = {};
+	__u32 index = nr;
+	struct syscall_slot *slot = bpf_map_lookup_elem(&syscalls_by_nr, &index);
+	struct syscall_stats *s;
+
+	if (slot) {
+		if (!slot->stats.count)
+			slot->cgroup = cgroup;
+		if (slot->cgroup == cgroup)
+			return &slot->stats;
+	}
+	s = bpf_map_lookup_elem(&syscalls, &key);
+	if (s)
+		return s;
+	bpf_map_update_elem(&syscalls, &key, &zero, BPF_NOEXIST);
+	s = bpf_map_lookup_elem(&syscalls, &key);
+	if (!s)
+		count(COUNTER_SYSCALLS_FULL);
+	return s;
 }
 
 static __always_inline void syscall_record(__u64 cgroup, __s32 nr, __u64 wall, __u64 oncpu)
 {
-	struct syscall_key key = { .cgroup = cgroup, .nr = nr };
-	static const struct syscall_stats zero = {};
-	struct syscall_stats *s = bpf_map_lookup_elem(&syscalls, &key);
+	struct syscall_stats *s = syscall_stats_of(cgroup, nr);
 
-	if (!s) {
-		bpf_map_update_elem(&syscalls, &key, &zero, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&syscalls, &key);
-		if (!s) {
-			count(COUNTER_SYSCALLS_FULL);
-			return;
-		}
-	}
+	if (!s)
+		return;
 	hist_add(s->slots, wall);
 	s->count++;
 	s->wall_total_ns += wall;
@@ -159,21 +197,20 @@ done:
 	e->path_len = off < PATH_HALF ? off : PATH_HALF;
 }
 
-static __always_inline void syscall_event_emit(struct task_state *ts, __u64 now, __u64 wall,
-					       __u64 oncpu)
+static __always_inline void syscall_event_emit(struct call *c, __u64 now, __u64 wall)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct syscall_event *e = record_reserve(KIND_SYSCALL, sizeof(*e), now);
-	__u32 nr = ts->sys_nr;
+	__u32 nr = c->nr;
 	__u8 how;
 
 	if (!e)
 		return;
 	task_ref_fill(true, &e->task, task);
 	e->wall_ns = wall;
-	e->oncpu_ns = oncpu;
-	e->softirq_ns = ts->sys_softirq_ns;
-	e->nr = ts->sys_nr;
+	e->oncpu_ns = c->oncpu_ns;
+	e->softirq_ns = c->softirq_ns;
+	e->nr = c->nr;
 	e->fd = 0;
 	e->path_kind = PATH_NONE;
 	e->path_len = 0;
@@ -185,12 +222,12 @@ static __always_inline void syscall_event_emit(struct task_state *ts, __u64 now,
 	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1) {
 		struct file *f;
 
-		e->fd = how == SYSCALL_ARG_FD0 ? ts->sys_arg0 : ts->sys_arg1;
+		e->fd = how == SYSCALL_ARG_FD0 ? c->arg0 : c->arg1;
 		f = current_file(e->fd);
 		if (f)
 			path_of_file(f, e);
 	} else if (how == SYSCALL_ARG_PATH0 || how == SYSCALL_ARG_PATH1) {
-		const char *user = (const char *)(how == SYSCALL_ARG_PATH0 ? ts->sys_arg0 : ts->sys_arg1);
+		const char *user = (const char *)(how == SYSCALL_ARG_PATH0 ? c->arg0 : c->arg1);
 		long len = bpf_probe_read_user_str(e->path, PATH_HALF, user);
 
 		e->path_kind = PATH_USER;
@@ -206,20 +243,21 @@ static __always_inline bool syscall_waits(__u32 nr)
 
 static __always_inline void on_sys_exit(void)
 {
-	struct task_state *ts = current_state(false);
+	struct cpu_state *cs = this_cpu();
+	struct call *c = current_call(cs, (__u32)bpf_get_current_pid_tgid());
 	__u64 now, wall, cgroup;
 
-	if (!ts || !ts->sys_enter_ts)
+	if (!c)
 		return;
 	now = bpf_ktime_get_ns();
-	syscall_slice_end(ts, this_cpu(), now);
-	wall = now - ts->sys_enter_ts;
+	syscall_slice_end(c, cs, now);
+	wall = now - c->enter_ts;
 	cgroup = task_cgroup(true, bpf_get_current_task_btf());
-	syscall_record(cgroup, ts->sys_nr, wall, ts->sys_oncpu_ns);
-	if (ts->sys_oncpu_ns >= syscall_oncpu_threshold_ns ||
-	    (wall >= syscall_wall_threshold_ns && !syscall_waits(ts->sys_nr)))
-		syscall_event_emit(ts, now, wall, ts->sys_oncpu_ns);
-	ts->sys_enter_ts = 0;
+	syscall_record(cgroup, c->nr, wall, c->oncpu_ns);
+	if (c->oncpu_ns >= syscall_oncpu_threshold_ns ||
+	    (wall >= syscall_wall_threshold_ns && !syscall_waits(c->nr)))
+		syscall_event_emit(c, now, wall);
+	c->enter_ts = 0;
 }
 
 #endif /* STALLTOP_SYSCALL_BPF_H */

@@ -82,7 +82,7 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(10..=1_000_000), global = true)]
     pub record_rate: u32,
 
-    /// Do not hook syscalls: saves about 0.3 µs per syscall on
+    /// Do not hook syscalls: saves about 0.15 µs per syscall on
     /// syscall-heavy hosts; culprits then lose their syscall, file and
     /// on-CPU time, and the syscall table is empty.
     #[arg(long, global = true)]

@@ -27,6 +27,8 @@ unsafe impl plain::Plain for types::stolen_stats {}
 unsafe impl plain::Plain for types::syscall_event {}
 unsafe impl plain::Plain for types::syscall_key {}
 unsafe impl plain::Plain for types::syscall_stats {}
+unsafe impl plain::Plain for types::syscall_slot {}
+unsafe impl plain::Plain for types::runq_slot {}
 unsafe impl plain::Plain for types::sample_event {}
 
 const HEADER_SIZE: usize = std::mem::size_of::<types::record_header>();

@@ -1,6 +1,7 @@
 //! Read the aggregate maps (histograms, preemptions, softirqs, syscalls,
 //! counters) and the programs' run statistics into a `KernelSnapshot`.
 
+use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd};
 
 use libbpf_rs::libbpf_sys;
@@ -51,6 +52,23 @@ where
         let values = map.lookup_percpu(&key, MapFlags::ANY).ok().flatten()?;
         let values: Option<Vec<V>> = values.iter().map(|v| read_plain::<V>(v)).collect();
         Some((read_plain::<K>(&key)?, values?))
+    })
+}
+
+/// Every index of a per-CPU array with its value on each CPU.
+fn per_cpu_array<V>(map: &dyn MapCore) -> impl Iterator<Item = (u32, Vec<V>)> + '_
+where
+    V: plain::Plain + Default,
+{
+    (0..map.max_entries()).filter_map(move |index| {
+        let values = map
+            .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()?;
+        Some((
+            index,
+            values.iter().filter_map(|v| read_plain::<V>(v)).collect(),
+        ))
     })
 }
 
@@ -110,27 +128,36 @@ fn read_stolen(skel: &StalltopSkel<'_>) -> Vec<SoftirqStolen> {
     out
 }
 
+/// Syscall stats per (cgroup, nr): each CPU's array slot of nr (owned by
+/// the first cgroup to make that call there) plus the hash of the rest.
 fn read_syscalls(skel: &StalltopSkel<'_>) -> Vec<SyscallStats> {
-    let mut out: Vec<SyscallStats> =
+    let mut rows: BTreeMap<(u64, u32), SyscallStats> = BTreeMap::new();
+    let mut add = |cgroup: u64, nr: u32, v: &types::syscall_stats| {
+        if v.count == 0 {
+            return;
+        }
+        let row = rows.entry((cgroup, nr)).or_insert_with(|| SyscallStats {
+            cgroup,
+            nr,
+            ..SyscallStats::default()
+        });
+        row.wall.merge(&Histogram::from_slots(&v.slots));
+        row.count += v.count;
+        row.wall_total_ns += v.wall_total_ns;
+        row.oncpu_total_ns += v.oncpu_total_ns;
+        row.max_ns = row.max_ns.max(v.max_ns);
+    };
+    for (nr, per_cpu) in per_cpu_array::<types::syscall_slot>(&skel.maps.syscalls_by_nr) {
+        per_cpu
+            .iter()
+            .for_each(|slot| add(slot.cgroup, nr, &slot.stats));
+    }
+    for (k, per_cpu) in
         per_cpu_entries::<types::syscall_key, types::syscall_stats>(&skel.maps.syscalls)
-            .map(|(k, per_cpu)| {
-                let mut row = SyscallStats {
-                    cgroup: k.cgroup,
-                    nr: k.nr,
-                    ..SyscallStats::default()
-                };
-                for v in &per_cpu {
-                    row.wall.merge(&Histogram::from_slots(&v.slots));
-                    row.count += v.count;
-                    row.wall_total_ns += v.wall_total_ns;
-                    row.oncpu_total_ns += v.oncpu_total_ns;
-                    row.max_ns = row.max_ns.max(v.max_ns);
-                }
-                row
-            })
-            .collect();
-    out.sort_by_key(|s| (s.cgroup, s.nr));
-    out
+    {
+        per_cpu.iter().for_each(|v| add(k.cgroup, k.nr, v));
+    }
+    rows.into_values().collect()
 }
 
 /// run_cnt / run_time_ns of each loaded program (zero unless
@@ -156,26 +183,35 @@ fn read_program_costs(skel: &StalltopSkel<'_>) -> Vec<ProgramCost> {
         .collect()
 }
 
+/// Run-queue stats per cgroup: each CPU's array slots (owned by the first
+/// cgroup hashed there) plus the hash of the rest.
 fn read_runq(skel: &StalltopSkel<'_>) -> Vec<CgroupRunq> {
-    let mut out = Vec::new();
-    for (cgroup, per_cpu) in per_cpu_entries::<u64, types::runq_stats>(&skel.maps.runq_by_cgroup) {
-        let mut row = CgroupRunq {
+    let mut rows: BTreeMap<u64, CgroupRunq> = BTreeMap::new();
+    let mut add = |cgroup: u64, s: &types::runq_stats| {
+        if s.count == 0 {
+            return;
+        }
+        let row = rows.entry(cgroup).or_insert_with(|| CgroupRunq {
             cgroup,
             ..CgroupRunq::default()
-        };
-        for s in &per_cpu {
-            row.latency.merge(&Histogram::from_slots(&s.slots));
-            row.count += s.count;
-            row.total_ns += s.total_ns;
-            row.max_ns = row.max_ns.max(s.max_ns);
-            row.preempted_same_cgroup += s.preempted_same_cgroup;
-            row.preempted_other_cgroup += s.preempted_other_cgroup;
-            row.preempted_kthread += s.preempted_kthread;
-        }
-        out.push(row);
+        });
+        row.latency.merge(&Histogram::from_slots(&s.slots));
+        row.count += s.count;
+        row.total_ns += s.total_ns;
+        row.max_ns = row.max_ns.max(s.max_ns);
+        row.preempted_same_cgroup += s.preempted_same_cgroup;
+        row.preempted_other_cgroup += s.preempted_other_cgroup;
+        row.preempted_kthread += s.preempted_kthread;
+    };
+    for (_, per_cpu) in per_cpu_array::<types::runq_slot>(&skel.maps.runq_slots) {
+        per_cpu
+            .iter()
+            .for_each(|slot| add(slot.cgroup, &slot.stats));
     }
-    out.sort_by_key(|r| r.cgroup);
-    out
+    for (cgroup, per_cpu) in per_cpu_entries::<u64, types::runq_stats>(&skel.maps.runq_by_cgroup) {
+        per_cpu.iter().for_each(|s| add(cgroup, s));
+    }
+    rows.into_values().collect()
 }
 
 fn read_preemptors(skel: &StalltopSkel<'_>) -> Vec<Preemptor> {

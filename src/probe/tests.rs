@@ -382,20 +382,215 @@ fn raw_tp_syscall_handlers_time_a_call_and_name_its_file() {
     );
 
     let own_cgroup = own_cgroup_id(&config);
-    let key = types::syscall_key {
-        cgroup: own_cgroup,
-        nr: FADVISE64 as u32,
-        ..Default::default()
-    };
-    // SAFETY: syscall_key is Plain.
-    let per_cpu = skel
-        .maps
-        .syscalls
-        .lookup_percpu(unsafe { plain::as_bytes(&key) }, MapFlags::ANY)
-        .unwrap()
+    let snapshot = super::maps::snapshot(&skel, 0);
+    let stats = syscall_row(&snapshot, own_cgroup, FADVISE64 as u32)
         .expect("syscall stats for this cgroup");
-    let mut stats = types::syscall_stats::default();
-    plain::copy_from_bytes(&mut stats, &per_cpu[0]).unwrap();
     assert_eq!(stats.count, 1);
     assert_eq!(stats.wall_total_ns, call.wall_ns);
+}
+
+fn syscall_row(
+    snapshot: &crate::stream::KernelSnapshot,
+    cgroup: u64,
+    nr: u32,
+) -> Option<&crate::stream::SyscallStats> {
+    snapshot
+        .syscalls
+        .iter()
+        .find(|r| r.cgroup == cgroup && r.nr == nr)
+}
+
+const SYS_GETPPID: u32 = 110;
+const SYS_PSELECT6: u32 = 270;
+
+/// A call entered on one CPU and ended on another (the task was switched
+/// out inside it and moved meanwhile) is timed whole; calls that end where
+/// they began are counted, for the cgroup that owns the CPU's slot and for
+/// another cgroup making the same call there.
+#[test]
+fn tp_btf_syscalls_are_timed_across_switches_and_cpus_and_per_cgroup() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config(AttachMode::TpBtf);
+    let own_cgroup = own_cgroup_id(&config);
+    let mut storage = ObjectStorage::default();
+    let session = Session::start(&config, &mut storage).expect("probes load");
+
+    let (cpu_before, cpu_after, slept) = std::thread::spawn(|| {
+        pin_to(0);
+        for _ in 0..1000 {
+            // SAFETY: getppid takes no arguments.
+            unsafe { libc::syscall(libc::SYS_getppid) };
+        }
+        let tid = unsafe { libc::gettid() };
+        // Move this thread to the other CPU while it sleeps in the call.
+        let mover = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            // SAFETY: cpu_set_t is plain data set up by CPU_ZERO/CPU_SET.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(1, &mut set);
+                libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set)
+            }
+        });
+        let before = unsafe { libc::sched_getcpu() };
+        let started = Instant::now();
+        let timeout = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 40_000_000,
+        };
+        // SAFETY: pselect6 with no descriptors only sleeps; the pointers
+        // are null or point at `timeout`, alive for the call.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pselect6,
+                0,
+                std::ptr::null_mut::<libc::fd_set>(),
+                std::ptr::null_mut::<libc::fd_set>(),
+                std::ptr::null_mut::<libc::fd_set>(),
+                &timeout,
+                std::ptr::null::<u8>(),
+            )
+        };
+        let slept = started.elapsed();
+        assert_eq!(mover.join().unwrap(), 0, "could not move the sleeper");
+        (before, unsafe { libc::sched_getcpu() }, slept)
+    })
+    .join()
+    .unwrap();
+    assert_eq!((cpu_before, cpu_after), (0, 1));
+
+    let other = ScratchCgroup::create();
+    let made = other.run_child_on_cpu(0, || {
+        for _ in 0..500 {
+            // SAFETY: getppid takes no arguments.
+            unsafe { libc::syscall(libc::SYS_getppid) };
+        }
+    });
+    assert!(made, "the child in {} failed", other.dir.display());
+
+    let snapshot = session.snapshot(host::monotonic_ns());
+    let sleep = syscall_row(&snapshot, own_cgroup, SYS_PSELECT6).expect("pselect6 counted");
+    assert_eq!(sleep.count, 1, "{sleep:?}");
+    // Timed whole, from entry on CPU 0 to exit on CPU 1: at least the
+    // timeout, at most what the caller's clock saw around the call.
+    let seen = slept.as_nanos() as u64;
+    assert!(
+        sleep.max_ns >= 40_000_000 && sleep.max_ns <= seen,
+        "pselect6 timed {} ns, the caller saw {seen} ns",
+        sleep.max_ns
+    );
+    // Asleep, not on a CPU.
+    assert!(sleep.oncpu_total_ns < 2_000_000, "{sleep:?}");
+
+    let ours = syscall_row(&snapshot, own_cgroup, SYS_GETPPID).expect("our getppid counted");
+    assert!(ours.count >= 1000, "{ours:?}");
+    let theirs =
+        syscall_row(&snapshot, other.id(), SYS_GETPPID).expect("the other cgroup's getppid");
+    assert_eq!(theirs.count, 500, "{theirs:?}");
+}
+
+/// The `runq_slots` index of a cgroup id (runq_stats_of in bpf/sched.bpf.h).
+fn runq_slot_of(cgroup: u64) -> u64 {
+    const RUNQ_SLOT_BITS: u32 = 6;
+    cgroup.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RUNQ_SLOT_BITS)
+}
+
+/// Two cgroups whose ids share a run-queue array slot wait on one CPU:
+/// one keeps its stats in the slot, the other in the hash, and the
+/// snapshot has both.
+#[test]
+fn tp_btf_runq_stats_of_cgroups_sharing_a_slot_are_both_kept() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config(AttachMode::TpBtf);
+    let own_cgroup = own_cgroup_id(&config);
+    // About 1 in 64 fresh cgroups lands on our slot.
+    let other = (0..2000)
+        .map(|_| ScratchCgroup::create())
+        .find(|c| runq_slot_of(c.id()) == runq_slot_of(own_cgroup))
+        .expect("a cgroup id that shares our slot");
+    let mut storage = ObjectStorage::default();
+    let session = Session::start(&config, &mut storage).expect("probes load");
+
+    let ours = spinner("st-spin-a");
+    let made = other.run_child_on_cpu(CPU, || {
+        let end = Instant::now() + SPIN;
+        while Instant::now() < end {
+            std::hint::spin_loop();
+        }
+    });
+    ours.join().unwrap();
+    assert!(made, "the child in {} failed", other.dir.display());
+
+    let snapshot = session.snapshot(host::monotonic_ns());
+    for cgroup in [own_cgroup, other.id()] {
+        let row = snapshot
+            .runq
+            .iter()
+            .find(|r| r.cgroup == cgroup)
+            .unwrap_or_else(|| panic!("no runq stats for {cgroup}: {:?}", snapshot.runq));
+        // Two spinners on one CPU for SPIN: each waited out the other's slices.
+        assert!(row.max_ns >= 1_000_000, "{row:?}");
+    }
+}
+
+/// A cgroup of our own in the attributed hierarchy, removed on drop.
+struct ScratchCgroup {
+    dir: std::path::PathBuf,
+}
+
+impl ScratchCgroup {
+    fn create() -> Self {
+        let hierarchy = crate::cgroup::Hierarchy::detect().unwrap();
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = hierarchy
+            .root()
+            .join(format!("stalltop-probe-test-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        ScratchCgroup { dir }
+    }
+
+    fn id(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&self.dir).unwrap().ino()
+    }
+
+    /// Fork a child that joins this cgroup, pins itself to `cpu`, runs
+    /// `work` and exits; true if it got there and exited 0.
+    fn run_child_on_cpu(&self, cpu: usize, work: fn()) -> bool {
+        let procs = self.dir.join("cgroup.procs").into_os_string();
+        let procs = std::ffi::CString::new(procs.into_encoded_bytes()).unwrap();
+        // SAFETY: after fork the child only makes async-signal-safe calls
+        // (open, write, close, sched_setaffinity, raw syscalls, _exit).
+        unsafe {
+            match libc::fork() {
+                0 => {
+                    let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                    // "0" moves the writer itself.
+                    let joined = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    let pinned = libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0;
+                    if joined && pinned {
+                        work();
+                        libc::_exit(0);
+                    }
+                    libc::_exit(1);
+                }
+                -1 => false,
+                child => {
+                    let mut status = 0;
+                    libc::waitpid(child, &mut status, 0) == child
+                        && libc::WIFEXITED(status)
+                        && libc::WEXITSTATUS(status) == 0
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ScratchCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
