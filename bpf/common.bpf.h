@@ -13,6 +13,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "stalltop.h"
+#include "log2.bpf.h"
 
 #define PF_KTHREAD 0x00200000
 #define TASK_RUNNING 0
@@ -165,29 +166,6 @@ static __always_inline void record_submit(void *rec)
 			      BPF_RB_NO_WAKEUP;
 
 	bpf_ringbuf_submit(rec, flags);
-}
-
-static __always_inline __u32 log2_u64(__u64 v)
-{
-	__u32 r = 0, shift;
-
-	shift = (v > 0xFFFFFFFFULL) << 5;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xFFFF) << 4;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xFF) << 3;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xF) << 2;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0x3) << 1;
-	v >>= shift;
-	r |= shift;
-	r |= (v >> 1);
-	return r;
 }
 
 /* Slot of `v` in a histogram with 2^HIST_SUB_BITS sub-buckets per power of

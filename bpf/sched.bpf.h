@@ -336,7 +336,7 @@ static __always_inline void on_switch(bool btf, struct task_struct *prev, struct
 	__u64 wait = 0;
 	bool waited = next_tid && runq_wait(btf, next, rq, &wait);
 
-	if (prev_tid)
+	if (prev_tid && syscalls_hooked)
 		ps = switch_out_call(cs, prev, prev_tid, now);
 
 	if (cs) {

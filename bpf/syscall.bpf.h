@@ -11,6 +11,10 @@
 
 #define PATH_COMPONENTS 24
 
+/* Cleared when the syscall tracepoints are not attached (--no-syscalls):
+ * then no task is ever inside a call we know of, and sched_switch, the
+ * softirq handlers and the sampler skip the per-task lookup. */
+const volatile __u8 syscalls_hooked = 1;
 const volatile __u64 syscall_wall_threshold_ns = 10 * 1000 * 1000;
 const volatile __u64 syscall_oncpu_threshold_ns = 1000 * 1000;
 /* SYSCALL_ARG_* per syscall number, filled from the syscall table. */
@@ -39,6 +43,8 @@ static __always_inline struct call *current_call(struct cpu_state *cs, __u32 tid
 {
 	struct task_state *ts;
 
+	if (!syscalls_hooked)
+		return NULL;
 	if (cs && cs->call.enter_ts && cs->call.tid == tid)
 		return &cs->call;
 	ts = current_state(false);

@@ -183,6 +183,7 @@ fn configure(open: &mut OpenStalltopSkel<'_>, config: &ProbeConfig, family: Fami
     rodata.takeover_threshold_ns = config.stall_threshold_ns;
     rodata.softirq_threshold_ns = config.stall_threshold_ns;
     rodata.irqoff_threshold_ns = config.stall_threshold_ns;
+    rodata.syscalls_hooked = u8::from(config.syscalls);
     rodata.syscall_wall_threshold_ns = config.syscall_wall_threshold_ns;
     rodata.syscall_oncpu_threshold_ns = config.syscall_oncpu_threshold_ns;
     rodata.syscall_arg = syscall_table::file_arg_table();

@@ -88,11 +88,11 @@ fn spinner(name: &'static str) -> std::thread::JoinHandle<()> {
 /// many times. A clean attempt that fails, fails the test.
 const ATTEMPTS: usize = 3;
 
-fn fight_for_one_cpu(attach: AttachMode) {
+fn fight_for_one_cpu(config: ProbeConfig) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut reasons = Vec::new();
     for _ in 0..ATTEMPTS {
-        match fight_once(attach) {
+        match fight_once(&config) {
             Ok(()) => return,
             Err(Contaminated(why)) => reasons.push(why),
         }
@@ -102,12 +102,11 @@ fn fight_for_one_cpu(attach: AttachMode) {
 
 struct Contaminated(String);
 
-fn fight_once(attach: AttachMode) -> Result<(), Contaminated> {
-    let config = config(attach);
-    let own_cgroup = own_cgroup_id(&config);
+fn fight_once(config: &ProbeConfig) -> Result<(), Contaminated> {
+    let own_cgroup = own_cgroup_id(config);
     let mut storage = ObjectStorage::default();
-    let mut session = Session::start(&config, &mut storage).expect("probes load");
-    let expected_family = match attach {
+    let mut session = Session::start(config, &mut storage).expect("probes load");
+    let expected_family = match config.attach {
         AttachMode::RawTp => "raw_tp",
         _ => "tp_btf",
     };
@@ -159,18 +158,24 @@ fn fight_once(attach: AttachMode) -> Result<(), Contaminated> {
     assert!(ours.count >= waits.len() as u64);
     assert!(ours.max_ns >= 1_000_000, "{ours:?}");
     assert!(ours.preempted_same_cgroup >= 1, "{ours:?}");
-    assert!(
-        snapshot
-            .preemptors
-            .iter()
-            .any(|p| p.victim_cgroup == own_cgroup
-                && p.preemptor_cgroup == own_cgroup
-                && spinners.contains(&p.comm.as_str())
-                && p.wait_ns >= 1_000_000),
-        "{:?}",
-        snapshot.preemptors
-    );
+    // Each spinner kept the other waiting.
+    for spinner in spinners {
+        assert!(
+            snapshot
+                .preemptors
+                .iter()
+                .any(|p| p.victim_cgroup == own_cgroup
+                    && p.preemptor_cgroup == own_cgroup
+                    && p.comm == spinner
+                    && p.wait_ns >= 1_000_000),
+            "{spinner} is no preemptor of {own_cgroup}: {:?}",
+            snapshot.preemptors
+        );
+    }
     assert!(snapshot.counters.lost.iter().all(|(_, n)| *n == 0));
+    if !config.syscalls {
+        assert!(snapshot.syscalls.is_empty(), "{:?}", snapshot.syscalls);
+    }
 
     let ids = program_ids_of_this_process();
     assert!(!ids.is_empty(), "the session's programs are not loaded?");
@@ -200,12 +205,22 @@ fn program_ids_of_this_process() -> Vec<u32> {
 
 #[test]
 fn tp_btf_probes_see_a_thread_preempted_by_its_sibling() {
-    fight_for_one_cpu(AttachMode::TpBtf);
+    fight_for_one_cpu(config(AttachMode::TpBtf));
 }
 
 #[test]
 fn raw_tp_probes_see_a_thread_preempted_by_its_sibling() {
-    fight_for_one_cpu(AttachMode::RawTp);
+    fight_for_one_cpu(config(AttachMode::RawTp));
+}
+
+/// --no-syscalls: sched_switch skips the per-task syscall state, and the
+/// run-queue side works as before.
+#[test]
+fn tp_btf_probes_without_syscall_hooks_see_the_preemption_and_no_calls() {
+    fight_for_one_cpu(ProbeConfig {
+        syscalls: false,
+        ..config(AttachMode::TpBtf)
+    });
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! `cargo xtask bench`: what stalltop costs, measured in one run as
-//! interleaved rounds of three variants per workload: nothing attached,
-//! empty tp_btf programs on the same tracepoints (the floor), and
-//! `stalltop record`. Each attached variant runs the workload twice: once
+//! interleaved rounds of variants per workload: nothing attached, empty
+//! tp_btf programs on the same tracepoints (the floor), minimal programs
+//! doing the core of stalltop's measures there the plain way (the
+//! reference, xtask/floor/bpf/minimal.bpf.c), and `stalltop record` with
+//! and without its syscall hooks. Each attached variant runs the workload twice: once
 //! timed with BPF run-time statistics off (they add a clock pair to every
 //! invocation), once with them on for per-program ns per invocation.
 //! Reports those, stalltop's user-space CPU, probe events/s, lost events
@@ -89,10 +91,21 @@ fn perf_bench(args: &[&str]) -> Result<f64> {
         .with_context(|| format!("no `Total time` in perf bench output: {text}"))
 }
 
+const VARIANTS: [Variant; 5] = [
+    Variant::None,
+    Variant::Floor,
+    Variant::Minimal,
+    Variant::Stalltop,
+    Variant::StalltopNoSyscalls,
+];
+
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Variant {
     None,
     Floor,
+    /// bench-floor --minimal: a run-queue histogram per cgroup and a
+    /// syscall latency histogram, nothing more.
+    Minimal,
     Stalltop,
     /// `stalltop record --no-syscalls`: what the syscall hooks cost.
     StalltopNoSyscalls,
@@ -103,6 +116,7 @@ impl Variant {
         match self {
             Variant::None => "nothing attached",
             Variant::Floor => "empty tp_btf programs",
+            Variant::Minimal => "minimal reference programs",
             Variant::Stalltop => "stalltop record",
             Variant::StalltopNoSyscalls => "stalltop record --no-syscalls",
         }
@@ -136,12 +150,7 @@ pub fn main(args: &Args) -> Result<()> {
     let scratch = std::env::temp_dir().join(format!("stalltop-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
 
-    let variants = [
-        Variant::None,
-        Variant::Floor,
-        Variant::Stalltop,
-        Variant::StalltopNoSyscalls,
-    ];
+    let variants = VARIANTS;
     let mut runs: BTreeMap<(Workload, Variant), Vec<Run>> = BTreeMap::new();
     for round in 0..args.rounds {
         for workload in WORKLOADS {
@@ -186,8 +195,9 @@ fn run_once(
             wall_s: workload.run()?,
             ..Run::default()
         }),
-        Variant::Floor => {
+        Variant::Floor | Variant::Minimal => {
             let mut child = Command::new(floor)
+                .args((variant == Variant::Minimal).then_some("--minimal"))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -400,12 +410,7 @@ fn render(runs: &BTreeMap<(Workload, Variant), Vec<Run>>, rounds: u32) -> String
         let wall = |v: Variant| median(runs[&(workload, v)].iter().map(|r| r.wall_s).collect());
         let (none, ..) = wall(Variant::None);
         let _ = writeln!(out, "| variant | wall s | vs nothing |\n|---|---|---|");
-        for v in [
-            Variant::None,
-            Variant::Floor,
-            Variant::Stalltop,
-            Variant::StalltopNoSyscalls,
-        ] {
+        for v in VARIANTS {
             let (med, lo, hi) = wall(v);
             let _ = writeln!(
                 out,
@@ -434,9 +439,8 @@ fn render(runs: &BTreeMap<(Workload, Variant), Vec<Run>>, rounds: u32) -> String
         );
         let _ = writeln!(
             out,
-            "| program | invocations/run | ns/invocation | floor ns |\n|---|---|---|---|"
+            "| program | invocations/run | ns/invocation | floor ns | minimal ns |\n|---|---|---|---|---|"
         );
-        let floor = &runs[&(workload, Variant::Floor)];
         let per_call = |runs: &[Run], name: &str| {
             median(
                 runs.iter()
@@ -459,23 +463,95 @@ fn render(runs: &BTreeMap<(Workload, Variant), Vec<Run>>, rounds: u32) -> String
                 continue;
             }
             let (ns, lo, hi) = per_call(stalltop, name);
-            // Same length prefix, so the same 15-character truncation.
-            let floor_name = format!(
-                "flr_{}",
-                name.trim_start_matches("btf_").trim_start_matches("raw_")
-            );
-            let floor_ns = if floor.iter().any(|r| r.programs.contains_key(&floor_name)) {
-                format!("{:.0}", per_call(floor, &floor_name).0)
-            } else {
-                "-".into()
+            // The reference program on the same tracepoint, if any: same
+            // length prefix, so the same 15-character name truncation.
+            let reference_ns = |variant: Variant, prefix: &str| {
+                let reference = format!(
+                    "{prefix}{}",
+                    name.trim_start_matches("btf_").trim_start_matches("raw_")
+                );
+                let runs = &runs[&(workload, variant)];
+                if runs.iter().any(|r| r.programs.contains_key(&reference)) {
+                    format!("{:.0}", per_call(runs, &reference).0)
+                } else {
+                    "-".into()
+                }
             };
             let _ = writeln!(
                 out,
-                "| {name} | {:.0} | {ns:.0} [{lo:.0}-{hi:.0}] | {floor_ns} |",
-                calls.0
+                "| {name} | {:.0} | {ns:.0} [{lo:.0}-{hi:.0}] | {} | {} |",
+                calls.0,
+                reference_ns(Variant::Floor, "flr_"),
+                reference_ns(Variant::Minimal, "min_"),
             );
         }
         let _ = writeln!(out);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run where every program ran 1000 times for `ns` each.
+    fn run(wall_s: f64, programs: &[(&str, u64)]) -> Run {
+        Run {
+            wall_s,
+            programs: programs
+                .iter()
+                .map(|(name, ns)| (name.to_string(), (1000, 1000 * ns)))
+                .collect(),
+            ..Run::default()
+        }
+    }
+
+    #[test]
+    fn each_stalltop_program_is_shown_next_to_the_floor_and_minimal_programs_of_its_tracepoint() {
+        let mut runs = BTreeMap::new();
+        for workload in WORKLOADS {
+            // Names as the kernel keeps them: at most 15 characters.
+            runs.insert((workload, Variant::None), vec![run(1.0, &[])]);
+            runs.insert(
+                (workload, Variant::Floor),
+                vec![run(1.1, &[("flr_sched_switc", 50), ("flr_sys_exit", 45)])],
+            );
+            runs.insert(
+                (workload, Variant::Minimal),
+                vec![run(1.2, &[("min_sched_switc", 200), ("min_sys_exit", 90)])],
+            );
+            runs.insert(
+                (workload, Variant::Stalltop),
+                vec![run(
+                    1.5,
+                    &[
+                        ("btf_sched_switc", 400),
+                        ("btf_sys_exit", 110),
+                        ("cpu_sample", 300),
+                    ],
+                )],
+            );
+            runs.insert(
+                (workload, Variant::StalltopNoSyscalls),
+                vec![run(1.3, &[("btf_sched_switc", 380)])],
+            );
+        }
+        let report = render(&runs, 1);
+        assert!(
+            report.contains("| btf_sched_switc | 1000 | 400 [400-400] | 50 | 200 |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| btf_sys_exit | 1000 | 110 [110-110] | 45 | 90 |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| cpu_sample | 1000 | 300 [300-300] | - | - |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| minimal reference programs | 1.200 [1.200-1.200] | 1.200x |"),
+            "{report}"
+        );
+    }
 }
