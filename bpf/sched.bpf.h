@@ -13,6 +13,11 @@
 #include "syscall.bpf.h"
 
 const volatile __u64 runq_threshold_ns = 10 * 1000 * 1000;
+/* Set by user space on kernels without CONFIG_SCHED_INFO: waits are then
+ * timed from sched_wakeup / sched_wakeup_new and from switch-outs of
+ * runnable tasks, kept in the task's state (a lookup per wakeup and per
+ * switch-in: the cost sched_info saves). */
+const volatile __u8 runq_from_wakeup = 0;
 const volatile __u64 takeover_threshold_ns = 10 * 1000 * 1000;
 
 /* Per-CPU, allocated on first use: no atomics, no cache-line bouncing. */
@@ -283,11 +288,21 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
  * yielded). The clock is this run queue's, updated by __schedule, except
  * right after a wakeup preemption (the scheduler skips that update): such
  * a short wait reads as 0, and still counts as a wait. */
-static __always_inline bool runq_wait(bool btf, struct task_struct *next, struct rq *rq,
-				      __u64 *wait)
+static __always_inline bool runq_wait(bool btf, struct task_struct *next, __u32 next_tid,
+				      struct rq *rq, __u64 now, __u64 *wait)
 {
 	__u64 queued, clock;
 
+	if (runq_from_wakeup) {
+		struct task_state *ns = task_state_of(next, next_tid, false);
+
+		queued = ns ? ns->queued_at : 0;
+		if (!queued)
+			return false;
+		ns->queued_at = 0;
+		*wait = now > queued ? now - queued : 0;
+		return true;
+	}
 	if (!bpf_core_field_exists(struct task_struct, sched_info))
 		return false; /* no CONFIG_SCHED_INFO; user space warns */
 	queued = FIELD(btf, next, sched_info.last_queued);
@@ -322,7 +337,34 @@ static __always_inline struct task_state *switch_out_call(struct cpu_state *cs,
  * the CPU until now. Only prev's state is looked up (it is the running
  * task, so hot in cache): next's wait comes from sched_info, and a
  * syscall's slices start from the CPU's current_since. */
-static __always_inline void on_switch(bool btf, struct task_struct *prev, struct task_struct *next)
+/* Without sched_info, at switch-out: a task still runnable (`preempt`,
+ * or its state still TASK_RUNNING: yielded, throttled) waits from now; one
+ * that goes to sleep waits for nothing until it is woken. */
+static __always_inline void runq_switched_out(struct task_struct *p, __u32 tid, __u64 now,
+					      bool runnable)
+{
+	struct task_state *ts = task_state_of(p, tid, runnable);
+
+	if (ts)
+		ts->queued_at = runnable ? now : 0;
+}
+
+/* Without sched_info: `p` is woken. A task already waiting (preempted as
+ * it went to sleep, then woken) keeps its earlier start. */
+static __always_inline void on_wakeup(bool btf, struct task_struct *p)
+{
+	__u32 tid = FIELD(btf, p, pid);
+	struct task_state *ts;
+
+	if (!runq_from_wakeup || !tid)
+		return;
+	ts = task_state_of(p, tid, true);
+	if (ts && !ts->queued_at)
+		ts->queued_at = bpf_ktime_get_ns();
+}
+
+static __always_inline void on_switch(bool btf, bool preempt, struct task_struct *prev,
+				      struct task_struct *next, unsigned int prev_state)
 {
 	__u32 prev_tid = FIELD(btf, prev, pid);
 	__u32 next_tid = FIELD(btf, next, pid);
@@ -334,10 +376,12 @@ static __always_inline void on_switch(bool btf, struct task_struct *prev, struct
 	struct rq *rq = btf ? prev->se.cfs_rq->rq : BPF_CORE_READ(prev, se.cfs_rq, rq);
 	__u64 steal_now = steal_clock(btf, rq);
 	__u64 wait = 0;
-	bool waited = next_tid && runq_wait(btf, next, rq, &wait);
+	bool waited = next_tid && runq_wait(btf, next, next_tid, rq, now, &wait);
 
 	if (prev_tid && syscalls_hooked)
 		ps = switch_out_call(cs, prev, prev_tid, now);
+	if (runq_from_wakeup && prev_tid)
+		runq_switched_out(prev, prev_tid, now, preempt || prev_state == TASK_RUNNING);
 
 	if (cs) {
 		if (prev_tid)

@@ -37,7 +37,7 @@ SEC("?tp_btf/sched_switch")
 int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	on_switch(true, prev, next);
+	on_switch(true, preempt, prev, next, prev_state);
 	return 0;
 }
 
@@ -45,7 +45,37 @@ SEC("?raw_tp/sched_switch")
 int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	on_switch(false, prev, next);
+	on_switch(false, preempt, prev, next, prev_state);
+	return 0;
+}
+
+/* sched_wakeup and sched_wakeup_new: only on kernels without sched_info
+ * (runq_from_wakeup). */
+SEC("?tp_btf/sched_wakeup")
+int BPF_PROG(btf_sched_wakeup, struct task_struct *p)
+{
+	on_wakeup(true, p);
+	return 0;
+}
+
+SEC("?raw_tp/sched_wakeup")
+int BPF_PROG(raw_sched_wakeup, struct task_struct *p)
+{
+	on_wakeup(false, p);
+	return 0;
+}
+
+SEC("?tp_btf/sched_wakeup_new")
+int BPF_PROG(btf_sched_wakeup_new, struct task_struct *p)
+{
+	on_wakeup(true, p);
+	return 0;
+}
+
+SEC("?raw_tp/sched_wakeup_new")
+int BPF_PROG(raw_sched_wakeup_new, struct task_struct *p)
+{
+	on_wakeup(false, p);
 	return 0;
 }
 

@@ -282,6 +282,10 @@ struct cpu_state {
 /* Per-task state (map `tasks` or task storage). Internal to BPF. */
 struct task_state {
 	struct call call;
+	/* Only without sched_info (see runq_from_wakeup): when the task was
+	 * last queued to run (woken, or switched out still runnable); 0 when
+	 * it is not waiting. */
+	__u64 queued_at;
 };
 
 #endif /* STALLTOP_H */

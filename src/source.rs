@@ -242,6 +242,7 @@ pub fn probe_config(
         cgroup_v1_cpu: hierarchy.uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
         self_cost,
+        runq_from_wakeup: probe::sched_info_missing(),
     };
     Ok((config, hierarchy))
 }

@@ -44,6 +44,15 @@ pub struct ProbeConfig {
     /// Keep BPF run-time statistics on so stalltop can show its own cost
     /// (adds a clock pair to every probe invocation).
     pub self_cost: bool,
+    /// Time run-queue waits from sched_wakeup hooks: for kernels without
+    /// the scheduler's own sched_info accounting (see `sched_info_missing`).
+    pub runq_from_wakeup: bool,
+}
+
+/// True on kernels built without CONFIG_SCHED_INFO, whose run-queue
+/// accounting stalltop reads by default (it also backs /proc/<pid>/schedstat).
+pub fn sched_info_missing() -> bool {
+    !std::path::Path::new("/proc/self/schedstat").exists()
 }
 
 /// The family that loaded.
@@ -100,10 +109,9 @@ pub fn load<'obj>(
     };
     let mut slots = storage.0.iter_mut();
     let mut warnings = Vec::new();
-    // Run-queue waits come from the scheduler's sched_info accounting.
-    if !std::path::Path::new("/proc/self/schedstat").exists() {
+    if config.runq_from_wakeup {
         warnings.push(
-            "run-queue latency is off: the kernel lacks CONFIG_SCHED_INFO (no /proc/<pid>/schedstat)"
+            "the kernel lacks CONFIG_SCHED_INFO: run-queue waits are timed from wakeups (costs more per switch)"
                 .into(),
         );
     }
@@ -161,7 +169,10 @@ fn load_once<'obj>(
     for mut prog in open.open_object_mut().progs_mut() {
         let name = prog.name().to_str().unwrap_or_default();
         let syscall_hook = name.ends_with("_sys_enter") || name.ends_with("_sys_exit");
-        let wanted = (name.starts_with(family.prefix()) && (config.syscalls || !syscall_hook))
+        let wakeup_hook = name.contains("_sched_wakeup");
+        let wanted = (name.starts_with(family.prefix())
+            && (config.syscalls || !syscall_hook)
+            && (config.runq_from_wakeup || !wakeup_hook))
             || (with_sampler && name == "cpu_sample");
         prog.set_autoload(wanted);
     }
@@ -180,6 +191,7 @@ fn configure(open: &mut OpenStalltopSkel<'_>, config: &ProbeConfig, family: Fami
     // Task storage needs the trusted task pointers only tp_btf has.
     rodata.use_task_storage = u8::from(family == Family::TpBtf);
     rodata.runq_threshold_ns = config.runq_threshold_ns;
+    rodata.runq_from_wakeup = u8::from(config.runq_from_wakeup);
     rodata.takeover_threshold_ns = config.stall_threshold_ns;
     rodata.softirq_threshold_ns = config.stall_threshold_ns;
     rodata.irqoff_threshold_ns = config.stall_threshold_ns;

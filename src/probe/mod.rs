@@ -10,7 +10,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 
-pub use loader::{AttachMode, ObjectStorage, ProbeConfig};
+pub use loader::{sched_info_missing, AttachMode, ObjectStorage, ProbeConfig};
 pub use session::{ProbeInfo, Session};
 
 pub mod skel {

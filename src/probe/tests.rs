@@ -36,6 +36,7 @@ fn config(attach: AttachMode) -> ProbeConfig {
             .uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
         self_cost: false,
+        runq_from_wakeup: false,
     }
 }
 
@@ -221,6 +222,74 @@ fn tp_btf_probes_without_syscall_hooks_see_the_preemption_and_no_calls() {
         syscalls: false,
         ..config(AttachMode::TpBtf)
     });
+}
+
+/// The fallback for kernels without sched_info, forced here: waits of
+/// preempted tasks are timed from their switch-out.
+#[test]
+fn tp_btf_probes_timing_waits_from_wakeups_see_a_thread_preempted_by_its_sibling() {
+    fight_for_one_cpu(ProbeConfig {
+        runq_from_wakeup: true,
+        ..config(AttachMode::TpBtf)
+    });
+}
+
+#[test]
+fn raw_tp_probes_timing_waits_from_wakeups_see_a_thread_preempted_by_its_sibling() {
+    fight_for_one_cpu(ProbeConfig {
+        runq_from_wakeup: true,
+        ..config(AttachMode::RawTp)
+    });
+}
+
+const SLEEPS: u64 = 50;
+
+/// SLEEPS sleeps of 2 ms: each ends in a wakeup, then a switch-in.
+fn sleep_repeatedly() {
+    let nap = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 2_000_000,
+    };
+    for _ in 0..SLEEPS {
+        // SAFETY: nanosleep reads `nap`; a null remainder is allowed.
+        unsafe { libc::nanosleep(&nap, std::ptr::null_mut()) };
+    }
+}
+
+/// The fallback, forced: every wakeup of a task that sleeps is a wait,
+/// counted for its cgroup (a scratch one, so no other thread adds to it).
+#[test]
+fn tp_btf_probes_timing_waits_from_wakeups_count_each_wakeup() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = ProbeConfig {
+        runq_from_wakeup: true,
+        ..config(AttachMode::TpBtf)
+    };
+    let sleeper = ScratchCgroup::create();
+    let mut storage = ObjectStorage::default();
+    let session = Session::start(&config, &mut storage).expect("probes load");
+    assert!(
+        session
+            .info()
+            .warnings
+            .iter()
+            .any(|w| w.contains("timed from wakeups")),
+        "{:?}",
+        session.info().warnings
+    );
+    assert!(sleeper.run_child_on_cpu(CPU, sleep_repeatedly));
+    let snapshot = session.snapshot(host::monotonic_ns());
+    let row = snapshot
+        .runq
+        .iter()
+        .find(|r| r.cgroup == sleeper.id())
+        .unwrap_or_else(|| panic!("no waits of the sleeper: {:?}", snapshot.runq));
+    // Its sleeps, plus a few switches of its own start and exit.
+    assert!(
+        (SLEEPS..=SLEEPS + 10).contains(&row.count),
+        "{} waits for {SLEEPS} wakeups: {row:?}",
+        row.count
+    );
 }
 
 #[test]
