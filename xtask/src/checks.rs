@@ -679,37 +679,70 @@ fn path_matches(pattern: &str, path: &str) -> bool {
     p.len() == q.len() && p.iter().zip(&q).all(|(a, b)| a == b || *a == "*")
 }
 
-/// The calls of a group stalltop must list as slow (their own CPU clock, or their least
-/// possible time in the kernel, is twice a threshold: stalltop's on-CPU time leaves out the
-/// softirqs the CPU clock holds) and the others, which it must not (wall time under 90% of the
-/// wall threshold, and wall minus runnable time, which bounds stalltop's on-CPU time, under 90%
-/// of the on-CPU one); anything between is ambiguous.
+enum Listing {
+    Must,
+    MustNot,
+    Ambiguous,
+}
+
+/// Whether stalltop must list a call as slow (its own CPU clock, or its least possible time in
+/// the kernel, is twice a threshold: stalltop's on-CPU time leaves out the softirqs the CPU
+/// clock holds), must not (wall time under 90% of the wall threshold, and wall minus runnable
+/// time, which bounds stalltop's on-CPU time, under 90% of the on-CPU one), or anything
+/// between.
+fn listing(settings: &Settings, timing: &slow_syscall::Timing) -> Listing {
+    let in_kernel_at_least = timing.in_kernel_at_least();
+    if timing.oncpu_ns >= 2 * settings.syscall_oncpu_threshold_ns
+        || in_kernel_at_least >= 2 * settings.syscall_wall_threshold_ns
+    {
+        Listing::Must
+    } else if timing.wall_ns * 10 < settings.syscall_wall_threshold_ns * 9
+        && in_kernel_at_least * 10 < settings.syscall_oncpu_threshold_ns * 9
+    {
+        Listing::MustNot
+    } else {
+        Listing::Ambiguous
+    }
+}
+
+fn too_close(settings: &Settings, timing: &slow_syscall::Timing) -> String {
+    format!(
+        "a call took {} ns ({} ns on its CPU clock, {} ns runnable), too close to stalltop's \
+         thresholds ({} ns on-CPU, {} ns wall) to say whether it must be listed",
+        timing.wall_ns,
+        timing.oncpu_ns,
+        timing.runq_wait_ns,
+        settings.syscall_oncpu_threshold_ns,
+        settings.syscall_wall_threshold_ns
+    )
+}
+
+/// slow-syscall runs whose own calls came out too close to stalltop's thresholds to judge (a
+/// short call the host stretched by taking its vCPU): the run is the VM's, not stalltop's.
+pub fn slow_syscall_undecidable(
+    settings: &Settings,
+    truth: &slow_syscall::Truth,
+) -> Option<String> {
+    truth.calls.iter().find_map(|call| {
+        call.calls
+            .iter()
+            .find(|timing| matches!(listing(settings, timing), Listing::Ambiguous))
+            .map(|timing| format!("{}: {}", call.syscall, too_close(settings, timing)))
+    })
+}
+
+/// The calls of a group stalltop must list as slow and the others, which it must not (see
+/// `listing`); a call between fails.
 fn classify<'t>(
     settings: &Settings,
     call: &'t slow_syscall::Call,
 ) -> Result<(Vec<&'t slow_syscall::Timing>, Vec<&'t slow_syscall::Timing>), String> {
     let (mut slow, mut fast) = (Vec::new(), Vec::new());
     for timing in &call.calls {
-        let in_kernel_at_least = timing.in_kernel_at_least();
-        if timing.oncpu_ns >= 2 * settings.syscall_oncpu_threshold_ns
-            || in_kernel_at_least >= 2 * settings.syscall_wall_threshold_ns
-        {
-            slow.push(timing);
-        } else if timing.wall_ns * 10 < settings.syscall_wall_threshold_ns * 9
-            && in_kernel_at_least * 10 < settings.syscall_oncpu_threshold_ns * 9
-        {
-            fast.push(timing);
-        } else {
-            return Err(format!(
-                "a call took {} ns ({} ns on its CPU clock, {} ns runnable), too close to \
-                 stalltop's thresholds ({} ns on-CPU, {} ns wall) to say whether it must be \
-                 listed",
-                timing.wall_ns,
-                timing.oncpu_ns,
-                timing.runq_wait_ns,
-                settings.syscall_oncpu_threshold_ns,
-                settings.syscall_wall_threshold_ns
-            ));
+        match listing(settings, timing) {
+            Listing::Must => slow.push(timing),
+            Listing::MustNot => fast.push(timing),
+            Listing::Ambiguous => return Err(too_close(settings, timing)),
         }
     }
     if slow.is_empty() {
@@ -1805,6 +1838,19 @@ mod tests {
             slow_syscall(&report(&slow_report()), &truth),
             "too close to stalltop's thresholds",
         );
+    }
+
+    #[test]
+    fn a_slow_syscall_run_is_undecidable_only_with_a_call_too_close_to_the_thresholds() {
+        let report = report(&slow_report());
+        assert_eq!(
+            slow_syscall_undecidable(&report.settings, &slow_truth()),
+            None
+        );
+        let mut truth = slow_truth();
+        truth.calls[0].calls[3] = timing(303, 0.95, 0.95, 0.0, 0, 0.0);
+        let why = slow_syscall_undecidable(&report.settings, &truth).expect("undecidable");
+        assert!(why.contains("too close to stalltop's thresholds"), "{why}");
     }
 
     #[test]

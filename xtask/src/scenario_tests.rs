@@ -162,7 +162,7 @@ fn run_checked(
         eprintln!("{name}: attempt {attempt}: {}", gaps.summary());
         let reason =
             checks::contaminated(contamination.foreign_forks, contamination.loadavg_before)
-                .or_else(|| vm_contamination(name, outcome, &gaps));
+                .or_else(|| vm_contamination(name, &recorded, &gaps));
         if let Some(reason) = reason {
             eprintln!("{name}: attempt {attempt} contaminated ({reason}): result discarded");
             why = reason;
@@ -251,9 +251,7 @@ fn irqoff_gaps(recorded: &Recorded) -> checks::IrqoffGaps<'_> {
     )
 }
 
-/// Why a run is the VM's rather than stalltop's to answer for: quiet is judged only when no
-/// irqs-off gap the victim allows fell in its window (such a gap is the host stopping the vCPU
-/// and can make anything late); ksoftirqd only with enough bursts the host left alone.
+/// The hypervisor's steal on the scenario's CPU over its window, for the quiet check.
 fn host_steal(outcome: &Outcome) -> checks::HostSteal {
     checks::HostSteal {
         cpu: outcome.cpu as u32,
@@ -264,7 +262,12 @@ fn host_steal(outcome: &Outcome) -> checks::HostSteal {
     }
 }
 
-fn vm_contamination(name: Name, outcome: &Outcome, gaps: &checks::IrqoffGaps) -> Option<String> {
+/// Why a run is the VM's rather than stalltop's to answer for: quiet is judged only when no
+/// irqs-off gap the victim allows fell in its window (such a gap is the host stopping the vCPU
+/// and can make anything late); ksoftirqd only with enough bursts the host left alone;
+/// slow-syscall only when each of its own calls is clearly over or under stalltop's thresholds.
+fn vm_contamination(name: Name, recorded: &Recorded, gaps: &checks::IrqoffGaps) -> Option<String> {
+    let outcome = &recorded.outcome;
     match name {
         Name::Quiet if !gaps.possible.is_empty() => Some(format!(
             "{} irqs-off/hypervisor gaps on CPU {} in the window (the victim was up to {} us \
@@ -278,6 +281,11 @@ fn vm_contamination(name: Name, outcome: &Outcome, gaps: &checks::IrqoffGaps) ->
             .ksoftirqd
             .as_ref()
             .and_then(checks::ksoftirqd_contaminated),
+        Name::SlowSyscall => {
+            outcome.injected.slow_syscall.as_ref().and_then(|truth| {
+                checks::slow_syscall_undecidable(&recorded.report.settings, truth)
+            })
+        }
         _ => None,
     }
 }
