@@ -31,8 +31,8 @@ pub const MAX_LOADAVG_BEFORE: f64 = 4.0;
 /// scenario's CPU over its window. Host steal in small pieces shows as no gap, but it piles up the
 /// periodic requests that then queue behind each other with little steal inside their own waits
 /// (seen: 1.1 and 1.5 s of 5 s taken, waits of 20 ms on the guest's account; passing runs had
-/// 10-580 ms).
-pub const MAX_QUIET_STEAL_PERCENT: u64 = 10;
+/// 10-580 ms, and at 10% three attempts in a row were discarded for 520-800 ms).
+pub const MAX_QUIET_STEAL_PERCENT: u64 = 20;
 /// The stall kinds a scenario's own tasks can cause; "irqoff" gaps are the VM's or the sampler's.
 pub const CAUSED_KINDS: [&str; 3] = ["softirq", "ksoftirqd", "runq"];
 /// An irqs-off gap on the victim's CPU is contradicted by the victim when it is longer than this
@@ -2079,11 +2079,11 @@ mod tests {
     }
 
     #[test]
-    fn a_quiet_run_is_contaminated_when_the_host_took_over_a_tenth_of_its_cpu() {
+    fn a_quiet_run_is_contaminated_when_the_host_took_over_a_fifth_of_its_cpu() {
         let window = 5_000 * MS;
-        assert_eq!(quiet_steal_contaminated(500 * MS, window), None);
+        assert_eq!(quiet_steal_contaminated(1_000 * MS, window), None);
         assert!(quiet_steal_contaminated(1_110 * MS, window)
             .unwrap()
-            .contains("the host took 1110 ms of the scenario CPU's 5000 ms"));
+            .contains("the host took 1110 ms of the scenario CPU's 5000 ms (> 20%)"));
     }
 }

@@ -264,7 +264,7 @@ fn host_steal(outcome: &Outcome) -> checks::HostSteal {
 
 /// Why a run is the VM's rather than stalltop's to answer for: quiet is judged only when no
 /// irqs-off gap the victim allows fell in its window (such a gap is the host stopping the vCPU
-/// and can make anything late) and the host took little of its CPU; ksoftirqd only with enough bursts the host left alone;
+/// and can make anything late) and the host took at most a fifth of its CPU; ksoftirqd only with enough bursts the host left alone;
 /// slow-syscall only when each of its own calls is clearly over or under stalltop's thresholds.
 fn vm_contamination(name: Name, recorded: &Recorded, gaps: &checks::IrqoffGaps) -> Option<String> {
     let outcome = &recorded.outcome;
