@@ -287,7 +287,8 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
  * since it was switched out still runnable (preempted, throttled,
  * yielded). The clock is this run queue's, updated by __schedule, except
  * right after a wakeup preemption (the scheduler skips that update): such
- * a short wait reads as 0, and still counts as a wait. */
+ * a short wait reads as 0, and still counts as a wait. Without sched_info
+ * the same span comes from the stamp in next's state (runq_from_wakeup). */
 static __always_inline bool runq_wait(bool btf, struct task_struct *next, __u32 next_tid,
 				      struct rq *rq, __u64 now, __u64 *wait)
 {
@@ -304,7 +305,7 @@ static __always_inline bool runq_wait(bool btf, struct task_struct *next, __u32 
 		return true;
 	}
 	if (!bpf_core_field_exists(struct task_struct, sched_info))
-		return false; /* no CONFIG_SCHED_INFO; user space warns */
+		return false; /* no CONFIG_SCHED_INFO: user space sets runq_from_wakeup */
 	queued = FIELD(btf, next, sched_info.last_queued);
 	clock = queued ? FIELD(btf, rq, clock) : 0;
 	*wait = clock > queued ? clock - queued : 0;
@@ -331,19 +332,15 @@ static __always_inline struct task_state *switch_out_call(struct cpu_state *cs,
 	return ps;
 }
 
-/* A runnable task that waits at least PREEMPT_WAIT_MIN_NS is one episode,
- * charged when it runs again to the task that held the CPU longest during
- * the wait (from the CPU's recent slices), or else to the task that had
- * the CPU until now. Only prev's state is looked up (it is the running
- * task, so hot in cache): next's wait comes from sched_info, and a
- * syscall's slices start from the CPU's current_since. */
 /* Without sched_info, at switch-out: a task still runnable (`preempt`,
  * or its state still TASK_RUNNING: yielded, throttled) waits from now; one
- * that goes to sleep waits for nothing until it is woken. */
-static __always_inline void runq_switched_out(struct task_struct *p, __u32 tid, __u64 now,
-					      bool runnable)
+ * that goes to sleep waits for nothing until it is woken. `ts` is its
+ * state if the caller has it already. */
+static __always_inline void runq_switched_out(struct task_struct *p, __u32 tid,
+					      struct task_state *ts, __u64 now, bool runnable)
 {
-	struct task_state *ts = task_state_of(p, tid, runnable);
+	if (!ts)
+		ts = task_state_of(p, tid, runnable);
 
 	if (ts)
 		ts->queued_at = runnable ? now : 0;
@@ -363,6 +360,13 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 		ts->queued_at = bpf_ktime_get_ns();
 }
 
+/* A runnable task that waits at least PREEMPT_WAIT_MIN_NS is one episode,
+ * charged when it runs again to the task that held the CPU longest during
+ * the wait (from the CPU's recent slices), or else to the task that had
+ * the CPU until now. Only prev's state is looked up (it is the running
+ * task, so hot in cache): next's wait comes from sched_info (from next's
+ * state only without it), and a syscall's slices start from the CPU's
+ * current_since. */
 static __always_inline void on_switch(bool btf, bool preempt, struct task_struct *prev,
 				      struct task_struct *next, unsigned int prev_state)
 {
@@ -381,7 +385,7 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	if (prev_tid && syscalls_hooked)
 		ps = switch_out_call(cs, prev, prev_tid, now);
 	if (runq_from_wakeup && prev_tid)
-		runq_switched_out(prev, prev_tid, now, preempt || prev_state == TASK_RUNNING);
+		runq_switched_out(prev, prev_tid, ps, now, preempt || prev_state == TASK_RUNNING);
 
 	if (cs) {
 		if (prev_tid)

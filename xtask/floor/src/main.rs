@@ -37,6 +37,8 @@ fn hold_floor() -> libbpf_rs::Result<()> {
     Ok(())
 }
 
+/// The same for the minimal programs, attributing by the host's cgroup
+/// hierarchy as stalltop does.
 fn hold_minimal() -> libbpf_rs::Result<()> {
     let mut storage = MaybeUninit::uninit();
     let mut open = minimal_skel::MinimalSkelBuilder::default().open(&mut storage)?;
