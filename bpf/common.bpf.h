@@ -26,10 +26,14 @@
 
 /* Set from user space before load. */
 const volatile __u8 cgroup_v1_cpu = 0; /* attribute by the v1 cpu hierarchy */
-/* Keep per-task state in task storage (tp_btf family: trusted task
- * pointers) rather than in the `tasks` hash (raw_tp family). */
+/* Keep per-task state in task storage rather than in the `tasks` hash.
+ * Only for the tp_btf family (it needs trusted task pointers) and only on
+ * kernels whose local storage allocates through the BPF memory allocator:
+ * elsewhere creating an entry inside sched_switch, under the run-queue
+ * lock, could wake kswapd on that same run queue. */
 const volatile __u8 use_task_storage = 0;
 
+/* Preallocated (the default for a hash map): inserting never allocates. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -78,9 +82,19 @@ static __always_inline void count(__u32 slot)
 		(*c)++; /* per-CPU slot: no atomics needed */
 }
 
+/* The running task: a trusted BTF pointer in tp_btf programs; in raw_tp
+ * programs a plain one (read with CO-RE), from a helper every kernel of
+ * the floor has. */
+static __always_inline struct task_struct *current_task(bool btf)
+{
+	if (btf)
+		return bpf_get_current_task_btf();
+	return (struct task_struct *)bpf_get_current_task();
+}
+
 /* The state of task `t` (thread id `tid`), created when `create` is set.
- * `t` must be a trusted pointer when use_task_storage is set: a tp_btf
- * argument or bpf_get_current_task_btf(). */
+ * With use_task_storage (tp_btf only), `t` is a trusted pointer: a tp_btf
+ * argument or current_task(true). */
 static __always_inline struct task_state *task_state_of(struct task_struct *t, __u32 tid,
 							bool create)
 {
@@ -105,9 +119,16 @@ static __always_inline struct task_state *task_state_of(struct task_struct *t, _
 	return ts;
 }
 
-static __always_inline struct task_state *current_state(bool create)
+/* The running task's state. Task storage is only reached in tp_btf
+ * programs (use_task_storage), so raw_tp ones never call a BTF-only
+ * helper: the branch is dead there and the verifier drops it. */
+static __always_inline struct task_state *current_state(bool btf, bool create)
 {
-	return task_state_of(bpf_get_current_task_btf(), (__u32)bpf_get_current_pid_tgid(), create);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (use_task_storage && btf)
+		return task_state_of(bpf_get_current_task_btf(), tid, create);
+	return task_state_of(NULL, tid, create);
 }
 
 /* Records per second per CPU and kind, and the burst allowed: under

@@ -34,7 +34,7 @@ static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *c
 	return why;
 }
 
-static __always_inline int on_sample(void *ctx)
+static __always_inline int on_sample(bool btf, void *ctx)
 {
 	struct cpu_state *cs = this_cpu();
 	struct call *call;
@@ -49,7 +49,7 @@ static __always_inline int on_sample(void *ctx)
 	gap = cs->last_tick ? now - cs->last_tick : 0;
 	cs->last_tick = now;
 	tid = (__u32)bpf_get_current_pid_tgid();
-	call = tid ? current_call(cs, tid) : NULL;
+	call = tid ? current_call(btf, cs, tid) : NULL;
 	why = sample_reasons(cs, call, now);
 	if (gap >= irqoff_threshold_ns)
 		why |= SAMPLE_WHY_GAP;
@@ -59,7 +59,7 @@ static __always_inline int on_sample(void *ctx)
 	e = record_reserve(why & SAMPLE_WHY_GAP ? KIND_IRQOFF : KIND_SAMPLE, sizeof(*e), now);
 	if (!e)
 		return 0;
-	task_ref_fill(true, &e->task, bpf_get_current_task_btf());
+	task_ref_fill(btf, &e->task, current_task(btf));
 	e->gap_ns = gap;
 	e->syscall = call ? call->nr : -1;
 	e->why = why;

@@ -304,8 +304,9 @@ static __always_inline bool runq_wait(bool btf, struct task_struct *next, __u32 
 		*wait = now > queued ? now - queued : 0;
 		return true;
 	}
-	if (!bpf_core_field_exists(struct task_struct, sched_info))
-		return false; /* no CONFIG_SCHED_INFO: user space sets runq_from_wakeup */
+	/* No CONFIG_SCHED_INFO or no run queue: user space sets runq_from_wakeup. */
+	if (!bpf_core_field_exists(struct task_struct, sched_info) || !rq)
+		return false;
 	queued = FIELD(btf, next, sched_info.last_queued);
 	clock = queued ? FIELD(btf, rq, clock) : 0;
 	*wait = clock > queued ? clock - queued : 0;
@@ -360,6 +361,34 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 		ts->queued_at = bpf_ktime_get_ns();
 }
 
+/* Before 5.14 the run state was `long state`. */
+struct task_struct___pre_5_14 {
+	long state;
+} __attribute__((preserve_access_index));
+
+/* Whether `p`, being switched out, is still runnable: preempted, or its
+ * state still TASK_RUNNING (yielded, throttled). Read from the task, not
+ * from sched_switch's prev_state argument, which kernels before 5.18 do
+ * not pass. */
+static __always_inline bool switched_out_runnable(bool btf, bool preempt, struct task_struct *p)
+{
+	if (preempt)
+		return true;
+	if (bpf_core_field_exists(p->__state))
+		return FIELD(btf, p, __state) == TASK_RUNNING;
+	return BPF_CORE_READ((struct task_struct___pre_5_14 *)p, state) == TASK_RUNNING;
+}
+
+/* This CPU's run queue, reached through prev (hot in cache; next's fields
+ * may not be). NULL on kernels without CONFIG_FAIR_GROUP_SCHED, where a
+ * sched_entity has no cfs_rq: user space then times waits from wakeups. */
+static __always_inline struct rq *this_rq_of(bool btf, struct task_struct *prev)
+{
+	if (!bpf_core_field_exists(prev->se.cfs_rq))
+		return NULL;
+	return btf ? prev->se.cfs_rq->rq : BPF_CORE_READ(prev, se.cfs_rq, rq);
+}
+
 /* A runnable task that waits at least PREEMPT_WAIT_MIN_NS is one episode,
  * charged when it runs again to the task that held the CPU longest during
  * the wait (from the CPU's recent slices), or else to the task that had
@@ -368,24 +397,22 @@ static __always_inline void on_wakeup(bool btf, struct task_struct *p)
  * state only without it), and a syscall's slices start from the CPU's
  * current_since. */
 static __always_inline void on_switch(bool btf, bool preempt, struct task_struct *prev,
-				      struct task_struct *next, unsigned int prev_state)
+				      struct task_struct *next)
 {
 	__u32 prev_tid = FIELD(btf, prev, pid);
 	__u32 next_tid = FIELD(btf, next, pid);
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ps = NULL;
 	__u64 now = bpf_ktime_get_ns();
-	/* This CPU's run queue, reached through prev (hot in cache; next's
-	 * fields may not be). */
-	struct rq *rq = btf ? prev->se.cfs_rq->rq : BPF_CORE_READ(prev, se.cfs_rq, rq);
-	__u64 steal_now = steal_clock(btf, rq);
+	struct rq *rq = this_rq_of(btf, prev);
+	__u64 steal_now = rq ? steal_clock(btf, rq) : 0;
 	__u64 wait = 0;
 	bool waited = next_tid && runq_wait(btf, next, next_tid, rq, now, &wait);
 
 	if (prev_tid && syscalls_hooked)
 		ps = switch_out_call(cs, prev, prev_tid, now);
 	if (runq_from_wakeup && prev_tid)
-		runq_switched_out(prev, prev_tid, ps, now, preempt || prev_state == TASK_RUNNING);
+		runq_switched_out(prev, prev_tid, ps, now, switched_out_runnable(btf, preempt, prev));
 
 	if (cs) {
 		if (prev_tid)

@@ -40,7 +40,7 @@ static __always_inline void on_softirq_raise(unsigned int vec)
 		cs->softirq_raised[vec] = bpf_ktime_get_ns();
 }
 
-static __always_inline void softirq_event_emit(__u64 now, __u64 delay, __u32 vec,
+static __always_inline void softirq_event_emit(bool btf, __u64 now, __u64 delay, __u32 vec,
 					       bool in_ksoftirqd)
 {
 	struct softirq_event *e = record_reserve(KIND_SOFTIRQ, sizeof(*e), now);
@@ -51,14 +51,14 @@ static __always_inline void softirq_event_emit(__u64 now, __u64 delay, __u32 vec
 	e->delay_ns = delay;
 	e->vector = vec;
 	e->in_ksoftirqd = in_ksoftirqd;
-	task_ref_fill(true, &e->ctx, bpf_get_current_task_btf());
-	call = current_call(this_cpu(), (__u32)bpf_get_current_pid_tgid());
+	task_ref_fill(btf, &e->ctx, current_task(btf));
+	call = current_call(btf, this_cpu(), (__u32)bpf_get_current_pid_tgid());
 	e->ctx_syscall = call ? call->nr : -1;
 	e->_pad = 0;
 	record_submit(e);
 }
 
-static __always_inline void on_softirq_entry(unsigned int vec)
+static __always_inline void on_softirq_entry(bool btf, unsigned int vec)
 {
 	struct cpu_state *cs = this_cpu();
 	struct softirq_stats *s;
@@ -90,7 +90,7 @@ static __always_inline void on_softirq_entry(unsigned int vec)
 			s->delay_slots[slot]++;
 	}
 	if (delay >= softirq_threshold_ns)
-		softirq_event_emit(now, delay, vec,
+		softirq_event_emit(btf, now, delay, vec,
 				   (__u32)bpf_get_current_pid_tgid() == cs->ksoftirqd_tid);
 }
 

@@ -33,19 +33,19 @@ struct syscall_slot _syscall_slot = {};
 struct sample_event _sample_event = {};
 struct cpu_state _cpu_state = {};
 
+/* sched_switch gained a 4th argument (prev_state) in 5.18; only the three
+ * every kernel passes are declared, so no program reads past them. */
 SEC("?tp_btf/sched_switch")
-int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(true, preempt, prev, next, prev_state);
+	on_switch(true, preempt, prev, next);
 	return 0;
 }
 
 SEC("?raw_tp/sched_switch")
-int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(false, preempt, prev, next, prev_state);
+	on_switch(false, preempt, prev, next);
 	return 0;
 }
 
@@ -110,14 +110,14 @@ int BPF_PROG(raw_softirq_raise, unsigned int vec)
 SEC("?tp_btf/softirq_entry")
 int BPF_PROG(btf_softirq_entry, unsigned int vec)
 {
-	on_softirq_entry(vec);
+	on_softirq_entry(true, vec);
 	return 0;
 }
 
 SEC("?raw_tp/softirq_entry")
 int BPF_PROG(raw_softirq_entry, unsigned int vec)
 {
-	on_softirq_entry(vec);
+	on_softirq_entry(false, vec);
 	return 0;
 }
 
@@ -152,20 +152,27 @@ int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
 SEC("?tp_btf/sys_exit")
 int BPF_PROG(btf_sys_exit, struct pt_regs *regs, long ret)
 {
-	on_sys_exit();
+	on_sys_exit(true);
 	return 0;
 }
 
 SEC("?raw_tp/sys_exit")
 int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
 {
-	on_sys_exit();
+	on_sys_exit(false);
 	return 0;
 }
 
-/* Attached by user space to a cpu-clock perf event per CPU (optional). */
+/* Attached by user space to a cpu-clock perf event per CPU (optional);
+ * one twin per family, as the running task is read the family's way. */
 SEC("?perf_event")
-int cpu_sample(struct bpf_perf_event_data *ctx)
+int btf_cpu_sample(struct bpf_perf_event_data *ctx)
 {
-	return on_sample(ctx);
+	return on_sample(true, ctx);
+}
+
+SEC("?perf_event")
+int raw_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	return on_sample(false, ctx);
 }

@@ -9,6 +9,7 @@
 
 #include "common.bpf.h"
 
+/* Path components resolved from a file, leaf first. */
 #define PATH_COMPONENTS 24
 
 /* Cleared when the syscall tracepoints are not attached (--no-syscalls):
@@ -39,7 +40,7 @@ struct {
 /* The syscall the running task `tid` is in, or NULL: the CPU holds it
  * when the call began in the task's current slice, else (the task was
  * switched out inside it) the task's state does. */
-static __always_inline struct call *current_call(struct cpu_state *cs, __u32 tid)
+static __always_inline struct call *current_call(bool btf, struct cpu_state *cs, __u32 tid)
 {
 	struct task_state *ts;
 
@@ -47,7 +48,7 @@ static __always_inline struct call *current_call(struct cpu_state *cs, __u32 tid
 		return NULL;
 	if (cs && cs->call.enter_ts && cs->call.tid == tid)
 		return &cs->call;
-	ts = current_state(false);
+	ts = current_state(btf, false);
 	return ts && ts->call.enter_ts ? &ts->call : NULL;
 }
 
@@ -144,10 +145,26 @@ static __always_inline void syscall_record(__u64 cgroup, __s32 nr, __u64 wall, _
 		s->max_ns = wall;
 }
 
-/* The file behind `fd` of the current task, or NULL. */
-static __always_inline struct file *current_file(__u32 fd)
+/* Where path_of_fd writes the path it resolves: a per-CPU map value. */
+struct path_buf {
+	__u8 path[2 * PATH_HALF]; /* components leaf first, each NUL-terminated */
+	__u32 len; /* bytes used in path */
+	__u32 truncated;
+	__u32 inode_mode; /* S_IFMT bits */
+	__u32 _pad;
+	__u64 inode;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct path_buf);
+} path_bufs SEC(".maps");
+
+/* The file behind `fd` of `task`, or NULL. */
+static __always_inline struct file *file_of_fd(struct task_struct *task, __u32 fd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
 	struct file **slots;
 	struct file *f = NULL;
@@ -159,60 +176,91 @@ static __always_inline struct file *current_file(__u32 fd)
 	return f;
 }
 
-/* Write the path of `f` into e->path: components leaf first, each
- * NUL-terminated, crossing mount points up to the root. */
-static __always_inline void path_of_file(struct file *f, struct syscall_event *e)
+/* Resolve the path of the running task's file descriptor `fd` into this
+ * CPU's path_buf: components leaf first, crossing mount
+ * points up to the root. Returns 1 when the buffer holds a path, 0 when
+ * the fd has no file.
+ *
+ * A global function, so the verifier checks it once on its own, whatever
+ * state its callers are in. The walk's progress lives in the map value
+ * (unknown to the verifier) rather than in registers, so every step looks
+ * the same to it and older verifiers (6.1: a 1,000,000-instruction budget)
+ * prune the walk instead of exploring each combination of path lengths. */
+__noinline int path_of_fd(__u32 fd)
 {
-	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
-	struct vfsmount *vfsmnt = BPF_CORE_READ(f, f_path.mnt);
-	struct mount *mnt = container_of(vfsmnt, struct mount, mnt);
-	__u32 off = 0;
+	struct file *f = file_of_fd((struct task_struct *)bpf_get_current_task(), fd);
+	struct path_buf *b;
+	struct dentry *d;
+	struct mount *mnt;
+	__u32 zero = 0;
 	int i;
 
-	e->inode = BPF_CORE_READ(f, f_inode, i_ino);
-	e->inode_mode = BPF_CORE_READ(f, f_inode, i_mode) & 0170000;
-	e->path_kind = PATH_DENTRIES;
+	if (!f)
+		return 0;
+	b = bpf_map_lookup_elem(&path_bufs, &zero);
+	if (!b)
+		return 0;
+	b->len = 0;
+	b->truncated = 0;
+	b->inode = BPF_CORE_READ(f, f_inode, i_ino);
+	b->inode_mode = BPF_CORE_READ(f, f_inode, i_mode) & 0170000;
+	d = BPF_CORE_READ(f, f_path.dentry);
+	mnt = container_of(BPF_CORE_READ(f, f_path.mnt), struct mount, mnt);
 	for (i = 0; i < PATH_COMPONENTS; i++) {
 		struct dentry *parent = BPF_CORE_READ(d, d_parent);
 		struct dentry *mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
-		const unsigned char *name;
+		__u32 off;
 		long len;
 
 		if (d == mnt_root || d == parent) {
 			struct mount *mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
 
 			if (mnt_parent == mnt)
-				goto done; /* the root of everything */
+				return 1; /* the root of everything */
 			d = BPF_CORE_READ(mnt, mnt_mountpoint);
 			mnt = mnt_parent;
 			continue;
 		}
-		name = BPF_CORE_READ(d, d_name.name);
-		len = bpf_probe_read_kernel_str(&e->path[off & (PATH_HALF - 1)], PATH_HALF, name);
+		off = *(volatile __u32 *)&b->len;
+		if (off >= PATH_HALF)
+			break;
+		len = bpf_probe_read_kernel_str(&b->path[off], PATH_HALF,
+						BPF_CORE_READ(d, d_name.name));
 		if (len <= 0)
-			goto done;
-		off += len;
-		if (off >= PATH_HALF) {
-			e->path_truncated = 1;
-			goto done;
-		}
+			return 1;
+		b->len = off + len;
 		d = parent;
 	}
-	e->path_truncated = 1; /* deeper than PATH_COMPONENTS */
-done:
-	e->path_len = off < PATH_HALF ? off : PATH_HALF;
+	b->truncated = 1; /* longer than PATH_HALF, or deeper than PATH_COMPONENTS */
+	return 1;
 }
 
-static __always_inline void syscall_event_emit(struct call *c, __u64 now, __u64 wall)
+/* Copy the path path_of_fd resolved into `e`. */
+static __always_inline void path_copy(struct syscall_event *e)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0;
+	struct path_buf *b = bpf_map_lookup_elem(&path_bufs, &zero);
+
+	if (!b)
+		return;
+	bpf_probe_read_kernel(e->path, sizeof(e->path), b->path);
+	e->path_kind = PATH_DENTRIES;
+	e->path_len = b->len < PATH_HALF ? b->len : PATH_HALF;
+	e->path_truncated = b->truncated || b->len >= PATH_HALF;
+	e->inode = b->inode;
+	e->inode_mode = b->inode_mode;
+}
+
+static __always_inline void syscall_event_emit(bool btf, struct call *c, __u64 now, __u64 wall)
+{
+	struct task_struct *task = current_task(btf);
 	struct syscall_event *e = record_reserve(KIND_SYSCALL, sizeof(*e), now);
 	__u32 nr = c->nr;
 	__u8 how;
 
 	if (!e)
 		return;
-	task_ref_fill(true, &e->task, task);
+	task_ref_fill(btf, &e->task, task);
 	e->wall_ns = wall;
 	e->oncpu_ns = c->oncpu_ns;
 	e->softirq_ns = c->softirq_ns;
@@ -226,12 +274,9 @@ static __always_inline void syscall_event_emit(struct call *c, __u64 now, __u64 
 	how = nr < SYSCALL_NR_MAX ? syscall_arg[nr & (SYSCALL_NR_MAX - 1)] & SYSCALL_ARG_MASK :
 				    SYSCALL_ARG_NONE;
 	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1) {
-		struct file *f;
-
 		e->fd = how == SYSCALL_ARG_FD0 ? c->arg0 : c->arg1;
-		f = current_file(e->fd);
-		if (f)
-			path_of_file(f, e);
+		if (path_of_fd(e->fd))
+			path_copy(e);
 	} else if (how == SYSCALL_ARG_PATH0 || how == SYSCALL_ARG_PATH1) {
 		const char *user = (const char *)(how == SYSCALL_ARG_PATH0 ? c->arg0 : c->arg1);
 		long len = bpf_probe_read_user_str(e->path, PATH_HALF, user);
@@ -247,10 +292,10 @@ static __always_inline bool syscall_waits(__u32 nr)
 	return nr < SYSCALL_NR_MAX && (syscall_arg[nr & (SYSCALL_NR_MAX - 1)] & SYSCALL_WAITS);
 }
 
-static __always_inline void on_sys_exit(void)
+static __always_inline void on_sys_exit(bool btf)
 {
 	struct cpu_state *cs = this_cpu();
-	struct call *c = current_call(cs, (__u32)bpf_get_current_pid_tgid());
+	struct call *c = current_call(btf, cs, (__u32)bpf_get_current_pid_tgid());
 	__u64 now, wall, cgroup;
 
 	if (!c)
@@ -258,11 +303,11 @@ static __always_inline void on_sys_exit(void)
 	now = bpf_ktime_get_ns();
 	syscall_slice_end(c, cs, now);
 	wall = now - c->enter_ts;
-	cgroup = task_cgroup(true, bpf_get_current_task_btf());
+	cgroup = task_cgroup(btf, current_task(btf));
 	syscall_record(cgroup, c->nr, wall, c->oncpu_ns);
 	if (c->oncpu_ns >= syscall_oncpu_threshold_ns ||
 	    (wall >= syscall_wall_threshold_ns && !syscall_waits(c->nr)))
-		syscall_event_emit(c, now, wall);
+		syscall_event_emit(btf, c, now, wall);
 	c->enter_ts = 0;
 }
 

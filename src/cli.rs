@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::probe::AttachMode;
+use crate::probe::{AttachMode, SyscallMode};
 
 const ABOUT: &str = "Find the CPU stalls your application did not cause.
 
@@ -82,15 +82,30 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(10..=1_000_000), global = true)]
     pub record_rate: u32,
 
-    /// Do not hook syscalls: saves about 0.15 µs per syscall on
-    /// syscall-heavy hosts; culprits then lose their syscall, file and
-    /// on-CPU time, and the syscall table is empty.
-    #[arg(long, global = true)]
+    /// How syscalls are watched: `exact` hooks every syscall's entry and
+    /// exit (per-call latency, slow calls with their files; costs about
+    /// 0.15 µs per syscall); `off` hooks none (culprits then lose their
+    /// syscall, file and on-CPU time, and the syscall table is empty).
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = SyscallMode::Exact, global = true)]
+    pub syscalls: SyscallMode,
+
+    /// The same as --syscalls off.
+    #[arg(long, global = true, conflicts_with = "syscalls")]
     pub no_syscalls: bool,
 
     /// Which tracepoint programs to load.
     #[arg(long, value_enum, default_value_t = AttachMode::Auto, global = true)]
     pub attach: AttachMode,
+}
+
+impl ProbeArgs {
+    pub fn syscall_mode(&self) -> SyscallMode {
+        if self.no_syscalls {
+            SyscallMode::Off
+        } else {
+            self.syscalls
+        }
+    }
 }
 
 #[derive(Args, Debug)]

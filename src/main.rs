@@ -91,8 +91,8 @@ fn block_on<F: std::future::Future<Output = Result<(), Failure>>>(f: F) -> Resul
 
 /// Logs (ours and libbpf's) go to `path` only; never to the terminal.
 fn init_logging(path: Option<&std::path::Path>) -> std::io::Result<()> {
+    probe::route_libbpf_logs();
     let Some(path) = path else {
-        libbpf_rs::set_print(None);
         return Ok(());
     };
     let file = std::fs::File::create(path)?;
@@ -104,13 +104,5 @@ fn init_logging(path: Option<&std::path::Path>) -> std::io::Result<()> {
                 .unwrap_or_else(|_| "info".into()),
         )
         .init();
-    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, |level, msg| {
-        let msg = msg.trim_end();
-        match level {
-            libbpf_rs::PrintLevel::Warn => tracing::warn!(target: "libbpf", "{msg}"),
-            libbpf_rs::PrintLevel::Info => tracing::info!(target: "libbpf", "{msg}"),
-            libbpf_rs::PrintLevel::Debug => tracing::debug!(target: "libbpf", "{msg}"),
-        }
-    })));
     Ok(())
 }

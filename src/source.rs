@@ -216,8 +216,10 @@ pub fn session_header(
             sample_hz: config.sample_hz,
             attach: info.attach.to_string(),
             cgroup_hierarchy: hierarchy.name().to_string(),
+            syscalls: info.syscalls.name().to_string(),
         },
         warnings: info.warnings.clone(),
+        probes: info.probes.clone(),
     }
 }
 
@@ -238,11 +240,11 @@ pub fn probe_config(
         syscall_oncpu_threshold_ns: args.syscall_oncpu_threshold.as_nanos() as u64,
         sample_hz: args.sample_hz,
         record_rate: args.record_rate,
-        syscalls: !args.no_syscalls,
+        syscalls: args.syscall_mode(),
         cgroup_v1_cpu: hierarchy.uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
         self_cost,
-        runq_from_wakeup: probe::sched_info_missing(),
+        features: probe::KernelFeatures::detect(),
     };
     Ok((config, hierarchy))
 }

@@ -29,6 +29,33 @@ pub struct Header {
     /// Optional probes that did not come up.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// What each probe family's load did (recordings before this field
+    /// have none).
+    #[serde(default)]
+    pub probes: Vec<ProbeLoad>,
+}
+
+/// One probe family's load: whether the kernel took it, how long it took,
+/// and each program's verifier work.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ProbeLoad {
+    /// "syscall", "sched", "softirq" or "sampler".
+    pub family: String,
+    /// "tp_btf" or "raw_tp".
+    pub attach: String,
+    pub loaded: bool,
+    /// Open, verify, load and attach.
+    pub load_ms: u64,
+    /// Why the kernel refused it, in plain words.
+    pub error: Option<String>,
+    pub programs: Vec<ProgramLoad>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ProgramLoad {
+    pub name: String,
+    /// Instructions the verifier processed (None before Linux 5.16).
+    pub verified_insns: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -50,6 +77,14 @@ pub struct Settings {
     pub attach: String,
     /// Which hierarchy cgroup ids refer to: "v1 cpu" or "unified".
     pub cgroup_hierarchy: String,
+    /// How syscalls were watched: "exact" or "off" (recordings before
+    /// this field hooked them unless told not to: "exact").
+    #[serde(default = "exact")]
+    pub syscalls: String,
+}
+
+fn exact() -> String {
+    "exact".into()
 }
 
 /// Aggregate kernel state at `ts_ns`, cumulative since the probes loaded.

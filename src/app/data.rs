@@ -242,8 +242,10 @@ mod tests {
                 sample_hz: 0,
                 attach: "tp_btf".into(),
                 cgroup_hierarchy: "unified".into(),
+                syscalls: "exact".into(),
             },
             warnings: vec![],
+            probes: vec![],
         }
     }
 

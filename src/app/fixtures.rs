@@ -61,8 +61,10 @@ pub fn header(cpus: u32) -> Header {
             sample_hz: 1000,
             attach: "tp_btf".into(),
             cgroup_hierarchy: "unified".into(),
+            syscalls: "exact".into(),
         },
         warnings: vec![],
+        probes: vec![],
     }
 }
 

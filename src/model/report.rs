@@ -11,7 +11,7 @@ use super::Analysis;
 use crate::cgroup::container_of;
 use crate::event::{softirq_name, FilePath, RunqWait, Sample, SlowSyscall};
 use crate::histogram::Histogram;
-use crate::stream::{CgroupRunq, HostInfo, Settings};
+use crate::stream::{CgroupRunq, HostInfo, ProbeLoad, Settings};
 use crate::syscall_table;
 
 /// Preemptors listed per cgroup.
@@ -31,6 +31,9 @@ pub struct Report {
     pub settings: Settings,
     /// Optional probes that did not come up during the recording.
     pub warnings: Vec<String>,
+    /// What each probe family's load did: loaded or refused (and why),
+    /// load time, each program's verifier work.
+    pub probes: Vec<ProbeLoad>,
     /// Records lost, by kind (ring buffer full, or undecodable).
     pub lost_events: BTreeMap<String, u64>,
     /// Updates refused because a bounded kernel map was full, by map.
@@ -288,6 +291,7 @@ pub(super) fn build(a: &Analysis) -> Report {
         duration_ns: a.last_ts.saturating_sub(a.header.start_ns),
         settings: a.header.settings.clone(),
         warnings: a.header.warnings.clone(),
+        probes: a.header.probes.clone(),
         lost_events: lost_events(a),
         map_full: a
             .kernel

@@ -32,8 +32,10 @@ fn header() -> Header {
             sample_hz: 1000,
             attach: "tp_btf".into(),
             cgroup_hierarchy: "v1 cpu".into(),
+            syscalls: "exact".into(),
         },
         warnings: vec![],
+        probes: vec![],
     }
 }
 

@@ -1,14 +1,21 @@
-//! Open the skeleton, write the rodata knobs, pick the program family
-//! (tp_btf, else raw_tp), load, seed per-task and per-CPU state, attach;
-//! the CPU X-ray sampler is optional and degrades to a warning.
+//! Load the probes family by family: each family (syscall, sched, softirq,
+//! sampler) is its own instance of the skeleton with only its programs
+//! enabled, so the kernel judges each on its own. The first instance to
+//! load creates every map; the others share them. A family the kernel
+//! refuses is left out with a warning that says what is lost and why;
+//! only the scheduler family is required.
 
 use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::Instant;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+use libbpf_rs::{libbpf_sys, AsRawLibbpf, Link, MapCore, MapFlags, MapType, OpenObject};
 
+use super::features::KernelFeatures;
 use super::skel::{types, OpenStalltopSkel, StalltopSkel, StalltopSkelBuilder};
-use super::{sampler, ProbeError};
+use super::{libbpf_log, refusal, sampler, ProbeError};
+use crate::stream::{ProbeLoad, ProgramLoad};
 use crate::syscall_table;
 
 /// Which twin of every program to load.
@@ -20,6 +27,25 @@ pub enum AttachMode {
     TpBtf,
     /// Raw tracepoints with CO-RE reads (for kernels without tp_btf).
     RawTp,
+}
+
+/// How syscalls are watched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyscallMode {
+    /// Hook every syscall's entry and exit: per-call latency and on-CPU
+    /// histograms, every slow call with its file.
+    Exact,
+    /// No syscall hooks: culprits lose their syscall, file and on-CPU time.
+    Off,
+}
+
+impl SyscallMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyscallMode::Exact => "exact",
+            SyscallMode::Off => "off",
+        }
+    }
 }
 
 /// What the probes are told before they load.
@@ -35,8 +61,7 @@ pub struct ProbeConfig {
     pub sample_hz: u32,
     /// Records per second per CPU and kind before the kernel side samples.
     pub record_rate: u32,
-    /// Hook every syscall's entry and exit (latency, on-CPU time, files).
-    pub syscalls: bool,
+    pub syscalls: SyscallMode,
     /// Attribute tasks by their v1 cpu cgroup (hybrid and v1 hosts).
     pub cgroup_v1_cpu: bool,
     /// (cpu, thread id) of every ksoftirqd/N thread.
@@ -44,43 +69,98 @@ pub struct ProbeConfig {
     /// Keep BPF run-time statistics on so stalltop can show its own cost
     /// (adds a clock pair to every probe invocation).
     pub self_cost: bool,
-    /// Time run-queue waits from sched_wakeup hooks: for kernels without
-    /// the scheduler's own sched_info accounting (see `sched_info_missing`).
-    pub runq_from_wakeup: bool,
+    /// What the kernel offers; tests change it to force fallbacks.
+    pub features: KernelFeatures,
 }
 
-/// True on kernels built without CONFIG_SCHED_INFO, whose run-queue
-/// accounting stalltop reads by default (it also backs /proc/<pid>/schedstat).
-pub fn sched_info_missing() -> bool {
-    !std::path::Path::new("/proc/self/schedstat").exists()
-}
-
-/// The family that loaded.
+/// A resolved attach mode: which twin of every program loads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
+pub enum Attach {
     TpBtf,
     RawTp,
 }
 
-impl Family {
+impl Attach {
     pub fn name(self) -> &'static str {
         match self {
-            Family::TpBtf => "tp_btf",
-            Family::RawTp => "raw_tp",
-        }
-    }
-
-    fn prefix(self) -> &'static str {
-        match self {
-            Family::TpBtf => "btf_",
-            Family::RawTp => "raw_",
+            Attach::TpBtf => "tp_btf",
+            Attach::RawTp => "raw_tp",
         }
     }
 }
 
-/// Backing storage for the load attempts (each needs its own): tp_btf and
-/// raw_tp, each with and without the sampler.
-pub struct ObjectStorage([MaybeUninit<OpenObject>; 4]);
+/// Programs that load and fail together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeFamily {
+    /// sys_enter and sys_exit.
+    Syscall,
+    /// sched_switch, sched_process_exit (and sched_wakeup[_new] without
+    /// sched_info).
+    Sched,
+    /// softirq_raise, softirq_entry, softirq_exit.
+    Softirq,
+    /// The CPU X-ray on a cpu-clock perf event.
+    Sampler,
+}
+
+impl ProbeFamily {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeFamily::Syscall => "syscall",
+            ProbeFamily::Sched => "sched",
+            ProbeFamily::Softirq => "softirq",
+            ProbeFamily::Sampler => "sampler",
+        }
+    }
+
+    /// The signals a user loses without this family.
+    fn lost(self) -> &'static str {
+        match self {
+            ProbeFamily::Syscall => {
+                "slow calls and their files, the syscall table, and culprits' syscalls are lost"
+            }
+            ProbeFamily::Sched => "there is nothing to show without it",
+            ProbeFamily::Softirq => {
+                "softirq delays, NET_RX stalls and stolen softirq time are lost"
+            }
+            ProbeFamily::Sampler => "kernel stacks of stalls and irqs-off gaps are lost",
+        }
+    }
+
+    /// How to start without being told again.
+    fn avoid(self) -> &'static str {
+        match self {
+            ProbeFamily::Syscall => "--syscalls off starts without them",
+            ProbeFamily::Sched => "stalltop needs Linux 5.8 or later with BTF",
+            ProbeFamily::Softirq => "no option replaces them",
+            ProbeFamily::Sampler => "--sample-hz 0 starts without it",
+        }
+    }
+}
+
+/// The families to load, in order: the syscall family first, so the
+/// others know whether a syscall can be in progress.
+fn families(config: &ProbeConfig) -> Vec<ProbeFamily> {
+    let mut families = Vec::new();
+    if config.syscalls == SyscallMode::Exact {
+        families.push(ProbeFamily::Syscall);
+    }
+    families.extend([ProbeFamily::Sched, ProbeFamily::Softirq]);
+    if config.sample_hz > 0 {
+        families.push(ProbeFamily::Sampler);
+    }
+    families
+}
+
+/// Per-CPU hash maps filled inside sched_switch get at most this much
+/// memory where they must be preallocated.
+const PREALLOC_BUDGET_BYTES: usize = 32 << 20;
+
+const FAMILIES: usize = 4;
+
+/// Backing storage for the skeleton instances: one per family and
+/// attach mode tried.
+pub struct ObjectStorage([MaybeUninit<OpenObject>; 2 * FAMILIES]);
 
 impl Default for ObjectStorage {
     fn default() -> Self {
@@ -88,118 +168,331 @@ impl Default for ObjectStorage {
     }
 }
 
-/// Loaded and attached probes; dropping this detaches everything.
-pub struct Loaded<'obj> {
+/// One loaded and attached family.
+pub struct Instance<'obj> {
     /// Declared first so the links drop (detach) before the programs.
     _links: Vec<Link>,
     pub skel: StalltopSkel<'obj>,
-    pub family: Family,
-    /// Optional parts that did not come up, for the user to see.
+    pub family: ProbeFamily,
+}
+
+/// Loaded and attached probes; dropping this detaches everything.
+pub struct Loaded<'obj> {
+    /// The first holds (created) every map.
+    pub instances: Vec<Instance<'obj>>,
+    pub attach: Attach,
+    /// What each family's load did, for the recording and the report.
+    pub probes: Vec<ProbeLoad>,
+    /// Families and optional parts that did not come up, for the user.
     pub warnings: Vec<String>,
+}
+
+impl<'obj> Loaded<'obj> {
+    /// The instance whose maps every family shares.
+    pub fn maps(&self) -> &StalltopSkel<'obj> {
+        &self.instances[0].skel
+    }
+
+    pub fn has(&self, family: ProbeFamily) -> bool {
+        self.instances.iter().any(|i| i.family == family)
+    }
 }
 
 pub fn load<'obj>(
     config: &ProbeConfig,
     storage: &'obj mut ObjectStorage,
 ) -> Result<Loaded<'obj>, ProbeError> {
-    let families: &[Family] = match config.attach {
-        AttachMode::TpBtf => &[Family::TpBtf],
-        AttachMode::RawTp => &[Family::RawTp],
-        AttachMode::Auto => &[Family::TpBtf, Family::RawTp],
+    load_refusing(config, storage, None)
+}
+
+/// `load`, with `refused` (if any) made one the kernel refuses: for
+/// tests of what happens when a kernel does.
+pub fn load_refusing<'obj>(
+    config: &ProbeConfig,
+    storage: &'obj mut ObjectStorage,
+    refused_family: Option<ProbeFamily>,
+) -> Result<Loaded<'obj>, ProbeError> {
+    let attaches: &[Attach] = match config.attach {
+        AttachMode::TpBtf => &[Attach::TpBtf],
+        AttachMode::RawTp => &[Attach::RawTp],
+        AttachMode::Auto => &[Attach::TpBtf, Attach::RawTp],
     };
-    let mut slots = storage.0.iter_mut();
-    let mut warnings = Vec::new();
-    if config.runq_from_wakeup {
-        warnings.push(
-            "the kernel lacks CONFIG_SCHED_INFO: run-queue waits are timed from wakeups (costs more per switch)"
-                .into(),
-        );
-    }
+    let (first, second) = storage.0.split_at_mut(FAMILIES);
+    let mut slots = [first, second].into_iter();
+    let mut refused = Vec::new();
     let mut last_error = None;
-    for &family in families {
-        for with_sampler in [config.sample_hz > 0, false] {
-            let slot = slots.next().expect("four slots for at most four attempts");
-            match load_once(config, family, with_sampler, slot) {
-                Ok(skel) => {
-                    if config.sample_hz > 0 && !with_sampler {
-                        warnings.push(
-                            "CPU X-ray sampler did not load; stacks and irqs-off gaps are off"
-                                .into(),
-                        );
-                    }
-                    return attach(skel, family, config.sample_hz, warnings);
-                }
-                Err(e) => {
-                    tracing::warn!("{e}");
-                    last_error = Some(e);
-                }
+    for &attach in attaches {
+        let slots = slots.next().expect("storage for every attach mode");
+        match load_attach(config, attach, slots, refused_family) {
+            Ok(mut loaded) => {
+                refused.append(&mut loaded.probes);
+                loaded.probes = refused;
+                return Ok(loaded);
             }
-            if config.sample_hz == 0 {
-                break; // the second attempt would be the same
+            Err((error, mut probes)) => {
+                tracing::warn!("{error}");
+                refused.append(&mut probes);
+                last_error = Some(error);
             }
         }
     }
-    Err(last_error.expect("at least one attempt ran"))
+    Err(last_error.expect("at least one attach mode was tried"))
 }
 
-/// The raw_tp family loaded but not attached: for driving its handlers
-/// with BPF_PROG_TEST_RUN.
-#[cfg(test)]
-pub fn load_detached<'obj>(
+/// Every family in one attach mode. Fails only if the sched family does,
+/// with what each family's attempt did.
+fn load_attach<'obj>(
     config: &ProbeConfig,
-    storage: &'obj mut MaybeUninit<OpenObject>,
-) -> Result<StalltopSkel<'obj>, ProbeError> {
-    load_once(config, Family::RawTp, false, storage)
-}
-
-fn load_once<'obj>(
-    config: &ProbeConfig,
-    family: Family,
-    with_sampler: bool,
-    storage: &'obj mut MaybeUninit<OpenObject>,
-) -> Result<StalltopSkel<'obj>, ProbeError> {
-    let load_error = |e: libbpf_rs::Error| ProbeError::Load {
-        mode: family.name(),
-        detail: e.to_string(),
+    attach: Attach,
+    slots: &'obj mut [MaybeUninit<OpenObject>],
+    refused_family: Option<ProbeFamily>,
+) -> Result<Loaded<'obj>, (ProbeError, Vec<ProbeLoad>)> {
+    let kernel = config.features.release.to_string();
+    let mut loaded = Loaded {
+        instances: Vec::new(),
+        attach,
+        probes: Vec::new(),
+        warnings: Vec::new(),
     };
+    if config.features.runq_from_wakeup() {
+        loaded.warnings.push(
+            "the kernel lacks CONFIG_SCHED_INFO or CONFIG_FAIR_GROUP_SCHED: run-queue waits are timed from wakeups (costs more per switch)"
+                .into(),
+        );
+    }
+    let mut slots = slots.iter_mut();
+    for family in families(config) {
+        let slot = slots.next().expect("a slot for every family");
+        let started = Instant::now();
+        let syscalls_hooked = loaded.has(ProbeFamily::Syscall);
+        let capture = libbpf_log::capture();
+        let refuse = refused_family == Some(family);
+        let result = load_family(
+            config,
+            family,
+            attach,
+            syscalls_hooked,
+            refuse,
+            &loaded,
+            slot,
+        );
+        let log = capture.finish();
+        let load_ms = started.elapsed().as_millis() as u64;
+        match result.and_then(|skel| attach_family(skel, family, config.sample_hz)) {
+            Ok((instance, warning)) => {
+                loaded.probes.push(ProbeLoad {
+                    family: family.name().into(),
+                    attach: attach.name().into(),
+                    loaded: true,
+                    load_ms,
+                    error: None,
+                    programs: program_loads(&instance.skel),
+                });
+                loaded.warnings.extend(warning);
+                loaded.instances.push(instance);
+            }
+            Err(error) => {
+                let reason = refusal::explain(&kernel, &error, &log);
+                loaded.probes.push(ProbeLoad {
+                    family: family.name().into(),
+                    attach: attach.name().into(),
+                    loaded: false,
+                    load_ms,
+                    error: Some(reason.clone()),
+                    programs: Vec::new(),
+                });
+                if family == ProbeFamily::Sched {
+                    let error = ProbeError::SchedRefused {
+                        attach: attach.name(),
+                        reason,
+                        hint: family.avoid(),
+                    };
+                    return Err((error, loaded.probes));
+                }
+                loaded.warnings.push(format!(
+                    "{} probes are off ({}): {}; {}; {}",
+                    family.name(),
+                    attach.name(),
+                    reason,
+                    family.lost(),
+                    family.avoid()
+                ));
+            }
+        }
+    }
+    Ok(loaded)
+}
+
+/// Open, configure and load one family's instance, sharing the maps of
+/// the first instance loaded (if any).
+fn load_family<'obj>(
+    config: &ProbeConfig,
+    family: ProbeFamily,
+    attach: Attach,
+    syscalls_hooked: bool,
+    refuse: bool,
+    loaded: &Loaded<'_>,
+    storage: &'obj mut MaybeUninit<OpenObject>,
+) -> Result<StalltopSkel<'obj>, String> {
     let mut open = StalltopSkelBuilder::default()
         .open(storage)
-        .map_err(load_error)?;
-    configure(&mut open, config, family);
-    for mut prog in open.open_object_mut().progs_mut() {
-        let name = prog.name().to_str().unwrap_or_default();
-        let syscall_hook = name.ends_with("_sys_enter") || name.ends_with("_sys_exit");
-        let wakeup_hook = name.contains("_sched_wakeup");
-        let wanted = (name.starts_with(family.prefix())
-            && (config.syscalls || !syscall_hook)
-            && (config.runq_from_wakeup || !wakeup_hook))
-            || (with_sampler && name == "cpu_sample");
-        prog.set_autoload(wanted);
+        .map_err(|e| e.to_string())?;
+    let hooked = syscalls_hooked || family == ProbeFamily::Syscall;
+    configure(&mut open, config, attach, hooked).map_err(|e| e.to_string())?;
+    enable_programs(&mut open, family, attach, config);
+    if refuse {
+        // As a socket filter, its helpers are unknown to the verifier.
+        for mut prog in open.open_object_mut().progs_mut() {
+            if prog.autoload() {
+                prog.set_prog_type(libbpf_rs::ProgramType::SocketFilter);
+            }
+        }
     }
-    let skel = open.load().map_err(load_error)?;
-    seed(&skel, &config.ksoftirqd).map_err(load_error)?;
+    if let Some(owner) = loaded.instances.first() {
+        share_maps(&mut open, &owner.skel).map_err(|e| e.to_string())?;
+    }
+    let skel = open.load().map_err(|e| e.to_string())?;
+    if loaded.instances.is_empty() {
+        seed(&skel, &config.ksoftirqd).map_err(|e| e.to_string())?;
+    }
     Ok(skel)
 }
 
-fn configure(open: &mut OpenStalltopSkel<'_>, config: &ProbeConfig, family: Family) {
+/// Every skeleton instance of one session: the same knobs and map shapes.
+fn configure(
+    open: &mut OpenStalltopSkel<'_>,
+    config: &ProbeConfig,
+    attach: Attach,
+    syscalls_hooked: bool,
+) -> libbpf_rs::Result<()> {
+    let use_task_storage = attach == Attach::TpBtf && config.features.task_storage_in_hooks;
     let rodata = open
         .maps
         .rodata_data
         .as_deref_mut()
         .expect("the BPF object has const volatile knobs, so a .rodata map");
     rodata.cgroup_v1_cpu = u8::from(config.cgroup_v1_cpu);
-    // Task storage needs the trusted task pointers only tp_btf has.
-    rodata.use_task_storage = u8::from(family == Family::TpBtf);
+    rodata.use_task_storage = u8::from(use_task_storage);
     rodata.runq_threshold_ns = config.runq_threshold_ns;
-    rodata.runq_from_wakeup = u8::from(config.runq_from_wakeup);
+    rodata.runq_from_wakeup = u8::from(config.features.runq_from_wakeup());
     rodata.takeover_threshold_ns = config.stall_threshold_ns;
     rodata.softirq_threshold_ns = config.stall_threshold_ns;
     rodata.irqoff_threshold_ns = config.stall_threshold_ns;
-    rodata.syscalls_hooked = u8::from(config.syscalls);
+    rodata.syscalls_hooked = u8::from(syscalls_hooked);
     rodata.syscall_wall_threshold_ns = config.syscall_wall_threshold_ns;
     rodata.syscall_oncpu_threshold_ns = config.syscall_oncpu_threshold_ns;
     rodata.syscall_arg = syscall_table::file_arg_table();
     rodata.record_rate = config.record_rate;
+
+    let maps = &mut open.maps;
+    if !use_task_storage {
+        // Not task storage where it is not used: a kernel may lack the map
+        // type (before 5.11). The code that would use it is dead there.
+        stand_in(&mut maps.task_store)?;
+    }
+    if config.syscalls == SyscallMode::Off {
+        // Nothing fills them: keep them small on hosts with many CPUs.
+        maps.syscalls_by_nr.set_max_entries(1)?;
+        maps.syscalls.set_max_entries(1)?;
+        maps.path_bufs.set_max_entries(1)?;
+    }
+    if !config.features.hash_alloc_in_hooks {
+        // sched_switch inserts into these under the run-queue lock: before
+        // the BPF memory allocator that insert must not allocate.
+        let cpus = libbpf_rs::num_possible_cpus().unwrap_or(1);
+        for map in [&mut maps.runq_by_cgroup, &mut maps.preemptors] {
+            let per_entry = (map.value_size() as usize).max(1) * cpus;
+            let entries = (PREALLOC_BUDGET_BYTES / per_entry).clamp(64, map.max_entries() as usize);
+            map.set_map_flags(map.map_flags() & !libbpf_sys::BPF_F_NO_PREALLOC)?;
+            map.set_max_entries(entries as u32)?;
+        }
+    }
+    Ok(())
+}
+
+/// Turn an unused task-storage map into the smallest map every kernel can
+/// create (the programs only reference it on paths that are dead).
+fn stand_in(map: &mut libbpf_rs::OpenMapMut<'_>) -> libbpf_rs::Result<()> {
+    map.set_type(MapType::Array)?;
+    map.set_map_flags(0)?;
+    map.set_max_entries(1)
+}
+
+/// Enable the programs of `family` in `attach` mode; every other program
+/// of the instance stays unloaded.
+fn enable_programs(
+    open: &mut OpenStalltopSkel<'_>,
+    family: ProbeFamily,
+    attach: Attach,
+    config: &ProbeConfig,
+) {
+    let p = &mut open.progs;
+    let btf = attach == Attach::TpBtf;
+    let enable = |prog: &mut libbpf_rs::OpenProgramMut<'_>| prog.set_autoload(true);
+    match family {
+        ProbeFamily::Syscall => {
+            if btf {
+                enable(&mut p.btf_sys_enter);
+                enable(&mut p.btf_sys_exit);
+            } else {
+                enable(&mut p.raw_sys_enter);
+                enable(&mut p.raw_sys_exit);
+            }
+        }
+        ProbeFamily::Sched => {
+            let wakeups = config.features.runq_from_wakeup();
+            if btf {
+                enable(&mut p.btf_sched_switch);
+                enable(&mut p.btf_sched_process_exit);
+                if wakeups {
+                    enable(&mut p.btf_sched_wakeup);
+                    enable(&mut p.btf_sched_wakeup_new);
+                }
+            } else {
+                enable(&mut p.raw_sched_switch);
+                enable(&mut p.raw_sched_process_exit);
+                if wakeups {
+                    enable(&mut p.raw_sched_wakeup);
+                    enable(&mut p.raw_sched_wakeup_new);
+                }
+            }
+        }
+        ProbeFamily::Softirq => {
+            if btf {
+                enable(&mut p.btf_softirq_raise);
+                enable(&mut p.btf_softirq_entry);
+                enable(&mut p.btf_softirq_exit);
+            } else {
+                enable(&mut p.raw_softirq_raise);
+                enable(&mut p.raw_softirq_entry);
+                enable(&mut p.raw_softirq_exit);
+            }
+        }
+        ProbeFamily::Sampler => {
+            if btf {
+                enable(&mut p.btf_cpu_sample);
+            } else {
+                enable(&mut p.raw_cpu_sample);
+            }
+        }
+    }
+}
+
+/// Point every map of `open` except its own globals (.rodata, .bss) at the
+/// same map of `owner`, loaded already.
+fn share_maps(open: &mut OpenStalltopSkel<'_>, owner: &StalltopSkel<'_>) -> libbpf_rs::Result<()> {
+    for mut map in open.open_object_mut().maps_mut() {
+        // SAFETY: the pointer is the live bpf_map of an open object we hold.
+        if unsafe { libbpf_sys::bpf_map__is_internal(map.as_libbpf_object().as_ptr()) } {
+            continue;
+        }
+        let name = map.name().to_owned();
+        let Some(shared) = owner.object().maps().find(|m| m.name() == name) else {
+            continue;
+        };
+        map.reuse_fd(shared.as_fd())?;
+    }
+    Ok(())
 }
 
 /// Tell each CPU which thread is its ksoftirqd: its waits are takeovers,
@@ -229,33 +522,82 @@ fn bytes_of<T: plain::Plain>(value: &T) -> &[u8] {
     unsafe { plain::as_bytes(value) }
 }
 
-fn attach<'obj>(
-    skel: StalltopSkel<'obj>,
-    family: Family,
+/// Attach the loaded programs of one family; a sampler that cannot open
+/// its perf events is left off with a warning.
+fn attach_family(
+    skel: StalltopSkel<'_>,
+    family: ProbeFamily,
     sample_hz: u32,
-    mut warnings: Vec<String>,
-) -> Result<Loaded<'obj>, ProbeError> {
+) -> Result<(Instance<'_>, Option<String>), String> {
     let mut links = Vec::new();
+    let mut warning = None;
     for prog in skel.object().progs_mut() {
         if !prog.autoload() {
             continue;
         }
-        if prog.name() == "cpu_sample" {
+        if family == ProbeFamily::Sampler {
             match sampler::attach(&prog, sample_hz) {
                 Ok(mut sampler_links) => links.append(&mut sampler_links),
-                Err(e) => warnings.push(format!("CPU X-ray sampler is off: {e}")),
+                Err(e) => warning = Some(format!("CPU X-ray sampler is off: {e}")),
             }
             continue;
         }
-        let link = prog.attach().map_err(|e| ProbeError::Attach {
-            detail: format!("{}: {e}", prog.name().to_string_lossy()),
-        })?;
+        let link = prog
+            .attach()
+            .map_err(|e| format!("attaching {}: {e}", prog.name().to_string_lossy()))?;
         links.push(link);
     }
-    Ok(Loaded {
-        _links: links,
-        skel,
-        family,
-        warnings,
-    })
+    Ok((
+        Instance {
+            _links: links,
+            skel,
+            family,
+        },
+        warning,
+    ))
+}
+
+/// Each loaded program's name and the instructions the verifier went
+/// through (kernels from 5.16 report it).
+fn program_loads(skel: &StalltopSkel<'_>) -> Vec<ProgramLoad> {
+    skel.object()
+        .progs()
+        .filter(|p| p.autoload())
+        .map(|p| ProgramLoad {
+            name: p.name().to_string_lossy().into_owned(),
+            verified_insns: prog_info(p.as_fd().as_raw_fd())
+                .map(|info| info.verified_insns)
+                .filter(|&n| n > 0),
+        })
+        .collect()
+}
+
+/// The kernel's information about a loaded program.
+pub fn prog_info(fd: std::os::fd::RawFd) -> Option<libbpf_sys::bpf_prog_info> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: `info` is a writable bpf_prog_info of `len` bytes; a bad fd
+    // only makes the call fail.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    (rc == 0).then_some(info)
+}
+
+/// All raw_tp programs in one instance, loaded but not attached: for
+/// driving their handlers with BPF_PROG_TEST_RUN.
+#[cfg(test)]
+pub fn load_detached<'obj>(
+    config: &ProbeConfig,
+    storage: &'obj mut MaybeUninit<OpenObject>,
+) -> Result<StalltopSkel<'obj>, String> {
+    let mut open = StalltopSkelBuilder::default()
+        .open(storage)
+        .map_err(|e| e.to_string())?;
+    let hooked = config.syscalls == SyscallMode::Exact;
+    configure(&mut open, config, Attach::RawTp, hooked).map_err(|e| e.to_string())?;
+    for family in families(config) {
+        enable_programs(&mut open, family, Attach::RawTp, config);
+    }
+    let skel = open.load().map_err(|e| e.to_string())?;
+    seed(&skel, &config.ksoftirqd).map_err(|e| e.to_string())?;
+    Ok(skel)
 }

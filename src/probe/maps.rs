@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd};
 
-use libbpf_rs::libbpf_sys;
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags};
 
+use super::loader::{self, Loaded, ProbeFamily};
 use super::skel::{types, StalltopSkel};
 use crate::event::{comm_str, kind_name, KIND_MAX};
 use crate::histogram::Histogram;
@@ -28,16 +28,26 @@ const MAP_FULL_COUNTERS: [(u32, &str); 5] = [
     (12, "softirq_stolen"),
 ];
 
-pub fn snapshot(skel: &StalltopSkel<'_>, ts_ns: u64) -> KernelSnapshot {
+/// Every family shares the maps of the first instance loaded.
+pub fn snapshot(loaded: &Loaded<'_>, ts_ns: u64) -> KernelSnapshot {
+    let skel = loaded.maps();
     KernelSnapshot {
         ts_ns,
         runq: read_runq(skel),
         preemptors: read_preemptors(skel),
         softirq: read_softirq(skel),
         softirq_stolen: read_stolen(skel),
-        syscalls: read_syscalls(skel),
+        syscalls: if loaded.has(ProbeFamily::Syscall) {
+            read_syscalls(skel)
+        } else {
+            Vec::new()
+        },
         counters: read_counters(skel),
-        programs: read_program_costs(skel),
+        programs: loaded
+            .instances
+            .iter()
+            .flat_map(|i| read_program_costs(&i.skel))
+            .collect(),
     }
 }
 
@@ -130,7 +140,7 @@ fn read_stolen(skel: &StalltopSkel<'_>) -> Vec<SoftirqStolen> {
 
 /// Syscall stats per (cgroup, nr): each CPU's array slot of nr (owned by
 /// the first cgroup to make that call there) plus the hash of the rest.
-fn read_syscalls(skel: &StalltopSkel<'_>) -> Vec<SyscallStats> {
+pub(super) fn read_syscalls(skel: &StalltopSkel<'_>) -> Vec<SyscallStats> {
     let mut rows: BTreeMap<(u64, u32), SyscallStats> = BTreeMap::new();
     let mut add = |cgroup: u64, nr: u32, v: &types::syscall_stats| {
         if v.count == 0 {
@@ -167,14 +177,8 @@ fn read_program_costs(skel: &StalltopSkel<'_>) -> Vec<ProgramCost> {
         .progs()
         .filter(|p| p.autoload())
         .filter_map(|p| {
-            let mut info = libbpf_sys::bpf_prog_info::default();
-            let mut len = std::mem::size_of_val(&info) as u32;
-            // SAFETY: `info` is a writable bpf_prog_info of `len` bytes and
-            // the fd is a loaded program's, valid while the skeleton lives.
-            let rc = unsafe {
-                libbpf_sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len)
-            };
-            (rc == 0).then(|| ProgramCost {
+            let info = loader::prog_info(p.as_fd().as_raw_fd())?;
+            Some(ProgramCost {
                 name: p.name().to_string_lossy().into_owned(),
                 run_count: info.run_cnt,
                 run_time_ns: info.run_time_ns,

@@ -2,15 +2,22 @@
 //! open, configure, load, attach (tp_btf, falling back to raw_tp), the ring
 //! buffer and the aggregate maps. Everything leaves here as plain data.
 
+#[cfg(test)]
+mod fallback_tests;
+mod features;
+mod libbpf_log;
 mod loader;
 mod maps;
 mod preflight;
+mod refusal;
 mod sampler;
 mod session;
 #[cfg(test)]
 mod tests;
 
-pub use loader::{sched_info_missing, AttachMode, ObjectStorage, ProbeConfig};
+pub use features::KernelFeatures;
+pub use libbpf_log::install as route_libbpf_logs;
+pub use loader::{AttachMode, ObjectStorage, ProbeConfig, SyscallMode};
 pub use session::{ProbeInfo, Session};
 
 pub mod skel {
@@ -27,8 +34,12 @@ pub enum ProbeError {
     NoBtf,
     #[error("tracefs is not available ({detail}); mount it: mount -t tracefs tracefs /sys/kernel/tracing")]
     NoTracefs { detail: String },
-    #[error("loading the BPF programs failed ({mode}): {detail}; run with --log FILE for libbpf's verifier output")]
-    Load { mode: &'static str, detail: String },
+    #[error("the scheduler probes cannot load ({attach}): {reason}; {hint} (--log FILE keeps the verifier's output)")]
+    SchedRefused {
+        attach: &'static str,
+        reason: String,
+        hint: &'static str,
+    },
     #[error("attaching the BPF programs failed: {detail}")]
     Attach { detail: String },
 }

@@ -1,5 +1,5 @@
 //! The CPU X-ray sampler: one cpu-clock perf event per online CPU, each
-//! running the `cpu_sample` program.
+//! running the `btf_cpu_sample` or `raw_cpu_sample` program.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 

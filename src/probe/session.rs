@@ -8,17 +8,21 @@ use std::time::Duration;
 
 use libbpf_rs::{RingBuffer, RingBufferBuilder};
 
-use super::loader::{self, Loaded, ObjectStorage, ProbeConfig};
+use super::loader::{self, Loaded, ObjectStorage, ProbeConfig, ProbeFamily, SyscallMode};
 use super::{maps, ProbeError};
-use crate::stream::KernelSnapshot;
+use crate::stream::{KernelSnapshot, ProbeLoad};
 
 /// What loaded, for headers and the UI.
 #[derive(Clone, Debug)]
 pub struct ProbeInfo {
     /// "tp_btf" or "raw_tp".
     pub attach: &'static str,
-    /// Optional probes that did not come up.
+    /// How syscalls are watched ("off" when their family did not load).
+    pub syscalls: SyscallMode,
+    /// Families and optional parts that did not come up.
     pub warnings: Vec<String>,
+    /// What each family's load did.
+    pub probes: Vec<ProbeLoad>,
 }
 
 /// Fields drop in order: the ring buffer before the programs and maps.
@@ -43,7 +47,7 @@ impl<'obj> Session<'obj> {
         let sink = Rc::clone(&pending);
         let mut builder = RingBufferBuilder::new();
         builder
-            .add(&loaded.skel.maps.events, move |record: &[u8]| {
+            .add(&loaded.maps().maps.events, move |record: &[u8]| {
                 sink.borrow_mut().extend_from_slice(record);
                 0
             })
@@ -63,8 +67,14 @@ impl<'obj> Session<'obj> {
 
     pub fn info(&self) -> ProbeInfo {
         ProbeInfo {
-            attach: self.loaded.family.name(),
+            attach: self.loaded.attach.name(),
+            syscalls: if self.loaded.has(ProbeFamily::Syscall) {
+                SyscallMode::Exact
+            } else {
+                SyscallMode::Off
+            },
             warnings: self.loaded.warnings.clone(),
+            probes: self.loaded.probes.clone(),
         }
     }
 
@@ -82,7 +92,7 @@ impl<'obj> Session<'obj> {
     }
 
     pub fn snapshot(&self, ts_ns: u64) -> KernelSnapshot {
-        maps::snapshot(&self.loaded.skel, ts_ns)
+        maps::snapshot(&self.loaded, ts_ns)
     }
 }
 

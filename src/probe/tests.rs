@@ -11,12 +11,12 @@ use crate::event::{self, Event};
 use crate::host;
 
 /// Workload tests pin threads to one CPU; run them one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+pub(super) static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const CPU: usize = 1;
 const SPIN: Duration = Duration::from_millis(400);
 
-fn config(attach: AttachMode) -> ProbeConfig {
+pub(super) fn config(attach: AttachMode) -> ProbeConfig {
     assert_eq!(
         unsafe { libc::geteuid() },
         0,
@@ -30,13 +30,24 @@ fn config(attach: AttachMode) -> ProbeConfig {
         syscall_oncpu_threshold_ns: 1_000_000,
         sample_hz: 1000,
         record_rate: 1000,
-        syscalls: true,
+        syscalls: SyscallMode::Exact,
         cgroup_v1_cpu: crate::cgroup::Hierarchy::detect()
             .expect("a cgroup hierarchy")
             .uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
         self_cost: false,
-        runq_from_wakeup: false,
+        features: KernelFeatures::detect(),
+    }
+}
+
+/// `config` on a kernel without sched_info: waits timed from wakeups.
+fn without_sched_info(config: ProbeConfig) -> ProbeConfig {
+    ProbeConfig {
+        features: KernelFeatures {
+            sched_info: false,
+            ..config.features
+        },
+        ..config
     }
 }
 
@@ -89,7 +100,7 @@ fn spinner(name: &'static str) -> std::thread::JoinHandle<()> {
 /// many times. A clean attempt that fails, fails the test.
 const ATTEMPTS: usize = 3;
 
-fn fight_for_one_cpu(config: ProbeConfig) {
+pub(super) fn fight_for_one_cpu(config: ProbeConfig) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut reasons = Vec::new();
     for _ in 0..ATTEMPTS {
@@ -174,7 +185,7 @@ fn fight_once(config: &ProbeConfig) -> Result<(), Contaminated> {
         );
     }
     assert!(snapshot.counters.lost.iter().all(|(_, n)| *n == 0));
-    if !config.syscalls {
+    if config.syscalls == SyscallMode::Off {
         assert!(snapshot.syscalls.is_empty(), "{:?}", snapshot.syscalls);
     }
 
@@ -190,7 +201,7 @@ fn fight_once(config: &ProbeConfig) -> Result<(), Contaminated> {
 }
 
 /// Ids of the BPF programs this process holds open (from fdinfo).
-fn program_ids_of_this_process() -> Vec<u32> {
+pub(super) fn program_ids_of_this_process() -> Vec<u32> {
     let mut ids = Vec::new();
     for fd in std::fs::read_dir("/proc/self/fdinfo").unwrap().flatten() {
         if let Ok(info) = std::fs::read_to_string(fd.path()) {
@@ -219,7 +230,7 @@ fn raw_tp_probes_see_a_thread_preempted_by_its_sibling() {
 #[test]
 fn tp_btf_probes_without_syscall_hooks_see_the_preemption_and_no_calls() {
     fight_for_one_cpu(ProbeConfig {
-        syscalls: false,
+        syscalls: SyscallMode::Off,
         ..config(AttachMode::TpBtf)
     });
 }
@@ -228,18 +239,12 @@ fn tp_btf_probes_without_syscall_hooks_see_the_preemption_and_no_calls() {
 /// preempted tasks are timed from their switch-out.
 #[test]
 fn tp_btf_probes_timing_waits_from_wakeups_see_a_thread_preempted_by_its_sibling() {
-    fight_for_one_cpu(ProbeConfig {
-        runq_from_wakeup: true,
-        ..config(AttachMode::TpBtf)
-    });
+    fight_for_one_cpu(without_sched_info(config(AttachMode::TpBtf)));
 }
 
 #[test]
 fn raw_tp_probes_timing_waits_from_wakeups_see_a_thread_preempted_by_its_sibling() {
-    fight_for_one_cpu(ProbeConfig {
-        runq_from_wakeup: true,
-        ..config(AttachMode::RawTp)
-    });
+    fight_for_one_cpu(without_sched_info(config(AttachMode::RawTp)));
 }
 
 const SLEEPS: u64 = 50;
@@ -261,10 +266,7 @@ fn sleep_repeatedly() {
 #[test]
 fn tp_btf_probes_timing_waits_from_wakeups_count_each_wakeup() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let config = ProbeConfig {
-        runq_from_wakeup: true,
-        ..config(AttachMode::TpBtf)
-    };
+    let config = without_sched_info(config(AttachMode::TpBtf));
     let sleeper = ScratchCgroup::create();
     let mut storage = ObjectStorage::default();
     let session = Session::start(&config, &mut storage).expect("probes load");
@@ -466,7 +468,10 @@ fn raw_tp_syscall_handlers_time_a_call_and_name_its_file() {
     );
 
     let own_cgroup = own_cgroup_id(&config);
-    let snapshot = super::maps::snapshot(&skel, 0);
+    let snapshot = crate::stream::KernelSnapshot {
+        syscalls: super::maps::read_syscalls(&skel),
+        ..Default::default()
+    };
     let stats = syscall_row(&snapshot, own_cgroup, FADVISE64 as u32)
         .expect("syscall stats for this cgroup");
     assert_eq!(stats.count, 1);

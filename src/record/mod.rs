@@ -79,8 +79,10 @@ mod tests {
                 sample_hz: 1000,
                 attach: "tp_btf".into(),
                 cgroup_hierarchy: "unified".into(),
+                syscalls: "exact".into(),
             },
             warnings: vec!["CPU X-ray sampler is off: test".into()],
+            probes: vec![],
         }
     }
 

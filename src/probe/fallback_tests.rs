@@ -1,0 +1,254 @@
+//! Real-kernel tests of what older kernels get (root, as in CI), forced on
+//! this one: maps that never allocate inside scheduler hooks, run-queue
+//! waits without the run queue, raw_tp programs that call no BTF-only
+//! helper, and families the kernel refuses.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd};
+
+use libbpf_rs::skel::Skel;
+use libbpf_rs::{libbpf_sys, MapCore, MapInfo, MapType};
+
+use super::loader::{self, ProbeFamily};
+use super::tests::{config, fight_for_one_cpu, program_ids_of_this_process, ONE_AT_A_TIME};
+use super::*;
+
+/// `config` on a kernel without the BPF memory allocator (before 6.1, or
+/// PREEMPT_RT).
+fn no_allocation_in_hooks(config: ProbeConfig) -> ProbeConfig {
+    ProbeConfig {
+        features: KernelFeatures {
+            hash_alloc_in_hooks: false,
+            task_storage_in_hooks: false,
+            ..config.features
+        },
+        ..config
+    }
+}
+
+#[test]
+fn tp_btf_maps_filled_in_sched_switch_are_preallocated_where_the_kernel_needs_it() {
+    let config = no_allocation_in_hooks(config(AttachMode::TpBtf));
+    {
+        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let mut storage = ObjectStorage::default();
+        let loaded = loader::load(&config, &mut storage).expect("probes load");
+        let maps = &loaded.maps().maps;
+        for map in [&maps.runq_by_cgroup, &maps.preemptors] {
+            let info = MapInfo::new(map.as_fd()).expect("map info");
+            assert_eq!(
+                info.info.map_flags & libbpf_sys::BPF_F_NO_PREALLOC,
+                0,
+                "{:?} allocates on insert",
+                map.name()
+            );
+        }
+        // Per-task state lives in the preallocated hash, not task storage.
+        let task_store = MapInfo::new(maps.task_store.as_fd()).expect("map info");
+        assert_eq!(task_store.map_type(), MapType::Array);
+        assert_eq!(
+            MapInfo::new(maps.tasks.as_fd()).unwrap().info.map_flags
+                & libbpf_sys::BPF_F_NO_PREALLOC,
+            0
+        );
+    }
+    fight_for_one_cpu(config);
+}
+
+/// Without CONFIG_FAIR_GROUP_SCHED there is no run queue to read the
+/// scheduler's clock from: waits are timed from wakeups instead.
+#[test]
+fn raw_tp_probes_without_the_run_queue_see_a_thread_preempted_by_its_sibling() {
+    let config = config(AttachMode::RawTp);
+    fight_for_one_cpu(ProbeConfig {
+        features: KernelFeatures {
+            rq_from_task: false,
+            ..config.features
+        },
+        ..config
+    });
+}
+
+/// Helpers that need kernel BTF and 5.11 (bpf_get_current_task_btf) or
+/// task storage: a raw_tp program that calls one is no fallback.
+const BTF_ONLY_HELPERS: [&str; 3] = [
+    "bpf_get_current_task_btf",
+    "bpf_task_storage_get",
+    "bpf_task_storage_delete",
+];
+
+#[test]
+fn raw_tp_programs_call_no_btf_only_helper() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let helpers = helper_addresses();
+    let calls_of = |attach: AttachMode| -> BTreeMap<String, Vec<String>> {
+        let mut storage = ObjectStorage::default();
+        let loaded = loader::load(&config(attach), &mut storage).expect("probes load");
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        loaded
+            .instances
+            .iter()
+            .flat_map(|i| {
+                i.skel
+                    .object()
+                    .progs()
+                    .filter(|p| p.autoload())
+                    .collect::<Vec<_>>()
+            })
+            .map(|p| {
+                let called = helper_calls(p.as_fd().as_raw_fd())
+                    .into_iter()
+                    .filter_map(|addr| helpers.get(&addr).cloned())
+                    .collect();
+                (p.name().to_string_lossy().into_owned(), called)
+            })
+            .collect()
+    };
+    let raw = calls_of(AttachMode::RawTp);
+    let families = [
+        "raw_cpu_sample",
+        "raw_sched_process_exit",
+        "raw_sched_switch",
+        "raw_softirq_entry",
+        "raw_softirq_exit",
+        "raw_softirq_raise",
+        "raw_sys_enter",
+        "raw_sys_exit",
+    ];
+    assert_eq!(
+        raw.keys().collect::<Vec<_>>(),
+        families,
+        "every program is checked"
+    );
+    for (program, called) in &raw {
+        assert!(called.is_empty(), "{program} calls {called:?}");
+    }
+    // The scan finds such calls where they are made: tp_btf keeps per-task
+    // state in task storage on this kernel.
+    let btf = calls_of(AttachMode::TpBtf);
+    assert!(
+        btf["btf_sched_switch"]
+            .iter()
+            .any(|h| h.starts_with("bpf_task_storage_get")),
+        "{btf:?}"
+    );
+}
+
+/// Kernel addresses of the BTF-only helpers' implementations (any
+/// variant, e.g. bpf_task_storage_get_recur), by address.
+fn helper_addresses() -> BTreeMap<u64, String> {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("/proc/kallsyms");
+    kallsyms
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.split_whitespace();
+            let addr = u64::from_str_radix(parts.next()?, 16).ok()?;
+            let name = parts.nth(1)?;
+            BTF_ONLY_HELPERS
+                .iter()
+                .any(|h| name.starts_with(h))
+                .then(|| (addr, name.to_string()))
+        })
+        .collect()
+}
+
+/// Addresses of the helpers a loaded program calls, from the kernel's
+/// translated instructions (a helper call's imm is its offset from
+/// __bpf_call_base).
+fn helper_calls(prog_fd: i32) -> Vec<u64> {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("/proc/kallsyms");
+    let base = kallsyms
+        .lines()
+        .find(|l| l.ends_with(" __bpf_call_base"))
+        .and_then(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .expect("__bpf_call_base in /proc/kallsyms");
+    let len = loader::prog_info(prog_fd)
+        .expect("prog info")
+        .xlated_prog_len;
+    let mut insns = vec![0u64; len as usize / 8];
+    let mut info = libbpf_sys::bpf_prog_info {
+        xlated_prog_len: len,
+        xlated_prog_insns: insns.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    let mut info_len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: `insns` has room for xlated_prog_len bytes and outlives the
+    // call; `info` is a writable bpf_prog_info of `info_len` bytes.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog_fd, &mut info, &mut info_len) };
+    assert_eq!(rc, 0, "bpf_prog_get_info_by_fd");
+    insns
+        .iter()
+        .filter_map(|&insn| {
+            let bytes = insn.to_le_bytes();
+            let (code, regs) = (bytes[0], bytes[1]);
+            let imm = i32::from_le_bytes(bytes[4..8].try_into().unwrap());
+            // BPF_JMP | BPF_CALL with src_reg 0: a helper (not a subprogram).
+            (code == 0x85 && regs >> 4 == 0).then(|| base.wrapping_add(imm as i64 as u64))
+        })
+        .collect()
+}
+
+#[test]
+fn a_family_the_kernel_refuses_is_left_out_with_a_warning_and_nothing_left_attached() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config(AttachMode::TpBtf);
+    {
+        let mut storage = ObjectStorage::default();
+        let loaded = loader::load_refusing(&config, &mut storage, Some(ProbeFamily::Softirq))
+            .expect("the other families load");
+        assert!(loaded.has(ProbeFamily::Sched) && loaded.has(ProbeFamily::Syscall));
+        assert!(!loaded.has(ProbeFamily::Softirq));
+        let warning = loaded
+            .warnings
+            .iter()
+            .find(|w| w.starts_with("softirq probes are off (tp_btf): "))
+            .unwrap_or_else(|| panic!("{:?}", loaded.warnings));
+        // As a socket filter its context is not a tracepoint's.
+        assert!(
+            warning.contains("verifier rejects btf_softirq_") && warning.contains("context access"),
+            "{warning}"
+        );
+        assert!(warning.contains("NET_RX stalls"), "{warning}");
+        let softirq = loaded
+            .probes
+            .iter()
+            .find(|p| p.family == "softirq")
+            .expect("the softirq attempt is reported");
+        assert!(!softirq.loaded && softirq.error.is_some(), "{softirq:?}");
+        let sched = loaded.probes.iter().find(|p| p.family == "sched").unwrap();
+        assert!(sched.loaded, "{sched:?}");
+        assert!(
+            sched
+                .programs
+                .iter()
+                .any(|p| p.name == "btf_sched_switch" && p.verified_insns.is_some_and(|n| n > 0)),
+            "{sched:?}"
+        );
+    }
+    assert_eq!(program_ids_of_this_process(), Vec::<u32>::new());
+}
+
+#[test]
+fn without_the_scheduler_family_nothing_loads_and_the_reason_is_plain() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut storage = ObjectStorage::default();
+    let error = loader::load_refusing(
+        &config(AttachMode::Auto),
+        &mut storage,
+        Some(ProbeFamily::Sched),
+    )
+    .err()
+    .expect("no session without the sched family");
+    let message = error.to_string();
+    // Auto tried tp_btf, then raw_tp: the last word is raw_tp's.
+    assert!(
+        message.starts_with("the scheduler probes cannot load (raw_tp): the "),
+        "{message}"
+    );
+    assert!(
+        message.contains("verifier rejects raw_sched_") && message.contains("context access"),
+        "{message}"
+    );
+    assert!(!message.contains("os error"), "{message}");
+    assert_eq!(program_ids_of_this_process(), Vec::<u32>::new());
+}

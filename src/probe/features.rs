@@ -1,0 +1,136 @@
+//! What the running kernel offers the probes, read once before loading:
+//! its release, the scheduler accounting and fields they read (from its
+//! BTF), and whether BPF maps may allocate inside scheduler hooks. Plain
+//! facts; the loader decides from them.
+
+use libbpf_rs::btf::{types, Btf};
+
+/// A kernel release as `uname -r` starts: major.minor.patch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KernelRelease(pub u32, pub u32, pub u32);
+
+impl KernelRelease {
+    /// "6.1.0-56-amd64" -> 6.1.0; missing parts are 0.
+    pub fn parse(release: &str) -> Option<KernelRelease> {
+        let mut numbers = release.split(['.', '-', '+', '_']).map(|part| {
+            let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u32>().ok()
+        });
+        let major = numbers.next()??;
+        let minor = numbers.next().flatten().unwrap_or(0);
+        let patch = numbers.next().flatten().unwrap_or(0);
+        Some(KernelRelease(major, minor, patch))
+    }
+}
+
+impl std::fmt::Display for KernelRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// Hash maps allocate through the BPF memory allocator from this release.
+const HASH_MEM_ALLOC: KernelRelease = KernelRelease(6, 1, 0);
+/// Task (local) storage does from this release.
+const LOCAL_STORAGE_MEM_ALLOC: KernelRelease = KernelRelease(6, 4, 0);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelFeatures {
+    pub release: KernelRelease,
+    /// CONFIG_SCHED_INFO: run-queue waits from the scheduler's own
+    /// accounting (it also backs /proc/<pid>/schedstat).
+    pub sched_info: bool,
+    /// CONFIG_FAIR_GROUP_SCHED: a task's run queue is reachable through
+    /// `se.cfs_rq`, which the sched_info path reads the clock from.
+    pub rq_from_task: bool,
+    /// Inserting into a BPF_F_NO_PREALLOC hash map allocates through the
+    /// BPF memory allocator, which never wakes anyone: safe under the
+    /// run-queue lock. Before it, such an insert could wake kswapd on the
+    /// run queue whose lock sched_switch holds.
+    pub hash_alloc_in_hooks: bool,
+    /// The same for creating task storage.
+    pub task_storage_in_hooks: bool,
+    /// A PREEMPT_RT kernel: its hash maps that allocate may take sleeping
+    /// locks (before the allocator's raw locks), so nothing allocates in
+    /// hooks there.
+    pub preempt_rt: bool,
+}
+
+impl KernelFeatures {
+    /// The running kernel's. A kernel whose release cannot be read is
+    /// treated as the oldest: nothing allocates in hooks.
+    pub fn detect() -> KernelFeatures {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .and_then(|r| KernelRelease::parse(r.trim()))
+            .unwrap_or(KernelRelease(0, 0, 0));
+        let version = std::fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default();
+        let preempt_rt = version.contains("PREEMPT_RT")
+            || std::fs::read_to_string("/sys/kernel/realtime").is_ok_and(|r| r.trim() == "1");
+        KernelFeatures {
+            release,
+            sched_info: std::path::Path::new("/proc/self/schedstat").exists(),
+            rq_from_task: Btf::from_vmlinux()
+                .map(|btf| struct_has_member(&btf, "sched_entity", "cfs_rq"))
+                .unwrap_or(false),
+            hash_alloc_in_hooks: release >= HASH_MEM_ALLOC && !preempt_rt,
+            task_storage_in_hooks: release >= LOCAL_STORAGE_MEM_ALLOC && !preempt_rt,
+            preempt_rt,
+        }
+    }
+
+    /// Whether run-queue waits must be timed from wakeup hooks: without
+    /// sched_info, or without the run queue it is read against.
+    pub fn runq_from_wakeup(&self) -> bool {
+        !self.sched_info || !self.rq_from_task
+    }
+}
+
+fn struct_has_member(btf: &Btf<'_>, name: &str, member: &str) -> bool {
+    btf.type_by_name::<types::Struct<'_>>(name)
+        .is_some_and(|s| s.iter().any(|m| m.name.is_some_and(|n| n == member)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_parse_from_distribution_strings() {
+        assert_eq!(
+            KernelRelease::parse("6.1.0-56-amd64"),
+            Some(KernelRelease(6, 1, 0))
+        );
+        assert_eq!(
+            KernelRelease::parse("6.18.44-fc-v782"),
+            Some(KernelRelease(6, 18, 44))
+        );
+        assert_eq!(
+            KernelRelease::parse("5.4.0-1103-aws"),
+            Some(KernelRelease(5, 4, 0))
+        );
+        assert_eq!(
+            KernelRelease::parse("5.14.0-427.13.1.el9_4.x86_64"),
+            Some(KernelRelease(5, 14, 0))
+        );
+        assert_eq!(KernelRelease::parse("6.8"), Some(KernelRelease(6, 8, 0)));
+        assert_eq!(KernelRelease::parse("garbage"), None);
+    }
+
+    #[test]
+    fn allocation_in_hooks_follows_the_release() {
+        assert!(KernelRelease(6, 1, 0) >= HASH_MEM_ALLOC);
+        assert!(KernelRelease(5, 15, 200) < HASH_MEM_ALLOC);
+        assert!(KernelRelease(6, 1, 0) < LOCAL_STORAGE_MEM_ALLOC);
+        assert!(KernelRelease(6, 18, 0) >= LOCAL_STORAGE_MEM_ALLOC);
+    }
+
+    /// This host's kernel has every accounting the default path reads.
+    #[test]
+    fn this_kernel_has_sched_info_and_the_run_queue_through_the_task() {
+        let features = KernelFeatures::detect();
+        assert!(features.sched_info, "{features:?}");
+        assert!(features.rq_from_task, "{features:?}");
+        assert!(!features.runq_from_wakeup());
+    }
+}
