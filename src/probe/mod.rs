@@ -30,7 +30,7 @@ pub mod skel {
 pub enum ProbeError {
     #[error("not enough privileges to load BPF programs ({detail}); run stalltop as root (sudo stalltop ...)")]
     NotPrivileged { detail: String },
-    #[error("the kernel has no BTF (/sys/kernel/btf/vmlinux is missing); stalltop needs a kernel built with CONFIG_DEBUG_INFO_BTF=y")]
+    #[error("the kernel has no BTF (no /sys/kernel/btf/vmlinux, nor a vmlinux with BTF under /boot or /lib/modules); stalltop needs Linux 5.8 or later built with CONFIG_DEBUG_INFO_BTF=y")]
     NoBtf,
     #[error("tracefs is not available ({detail}); mount it: mount -t tracefs tracefs /sys/kernel/tracing")]
     NoTracefs { detail: String },

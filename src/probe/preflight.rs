@@ -1,5 +1,6 @@
 //! Checks before anything is loaded: privileges, kernel BTF, tracefs. Each
-//! failure is a typed error whose message names the fix; no libbpf here.
+//! failure is a typed error whose message names the fix; nothing is loaded
+//! into the kernel here.
 
 use std::fs;
 use std::path::Path;
@@ -10,7 +11,6 @@ const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
-const BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
 const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Run every check; mounts tracefs when it is missing and we may.
@@ -41,12 +41,13 @@ fn parse_cap_eff(status: &str) -> Option<u64> {
     u64::from_str_radix(hex.trim(), 16).ok()
 }
 
+/// The kernel's BTF where libbpf looks for it: /sys/kernel/btf/vmlinux
+/// (CONFIG_DEBUG_INFO_BTF), or a vmlinux with BTF under /boot or
+/// /lib/modules/<release>/ (then only raw_tp programs can attach).
 fn check_btf() -> Result<(), ProbeError> {
-    if Path::new(BTF_PATH).exists() {
-        Ok(())
-    } else {
-        Err(ProbeError::NoBtf)
-    }
+    libbpf_rs::btf::Btf::from_vmlinux()
+        .map(|_| ())
+        .map_err(|_| ProbeError::NoBtf)
 }
 
 fn ensure_tracefs() -> Result<(), ProbeError> {
