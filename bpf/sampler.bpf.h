@@ -10,14 +10,17 @@
 
 #include "common.bpf.h"
 #include "syscall.bpf.h"
+#include "syscall_sampled.bpf.h"
 
 /* Keep stacks once something has waited (or a call run) this long. */
 const volatile __u64 sample_after_ns = 1000 * 1000;
 /* A gap between ticks at least this long is an irqs-off stall. */
 const volatile __u64 irqoff_threshold_ns = 10 * 1000 * 1000;
 
-static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *call, __u64 now)
+static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *call, __u32 tid,
+					    __u64 now)
 {
+	__u64 since;
 	__u32 why = 0;
 	int vec;
 
@@ -31,15 +34,17 @@ static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *c
 	 * explains nothing about this CPU. */
 	if (call && call->oncpu_ns + (now - slice_start(call, cs)) >= sample_after_ns)
 		why |= SAMPLE_WHY_SYSCALL;
+	if (sampled_syscall_of(cs, tid, &since) >= 0 && now - since >= sample_after_ns)
+		why |= SAMPLE_WHY_SYSCALL;
 	return why;
 }
 
-static __always_inline int on_sample(bool btf, void *ctx)
+static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 {
 	struct cpu_state *cs = this_cpu();
 	struct call *call;
 	struct sample_event *e;
-	__u64 now, gap;
+	__u64 now, gap, since;
 	__u32 tid, why;
 	long len;
 
@@ -50,7 +55,10 @@ static __always_inline int on_sample(bool btf, void *ctx)
 	cs->last_tick = now;
 	tid = (__u32)bpf_get_current_pid_tgid();
 	call = tid ? current_call(btf, cs, tid) : NULL;
-	why = sample_reasons(cs, call, now);
+	if (syscalls_sampled)
+		/* Kernel addresses are the upper half on 64-bit machines. */
+		sampled_call_tick(btf, cs, tid, (long)PT_REGS_IP(&ctx->regs) < 0, now);
+	why = sample_reasons(cs, call, tid, now);
 	if (gap >= irqoff_threshold_ns)
 		why |= SAMPLE_WHY_GAP;
 	if (!why)
@@ -61,7 +69,7 @@ static __always_inline int on_sample(bool btf, void *ctx)
 		return 0;
 	task_ref_fill(btf, &e->task, current_task(btf));
 	e->gap_ns = gap;
-	e->syscall = call ? call->nr : -1;
+	e->syscall = call ? call->nr : sampled_syscall_of(cs, tid, &since);
 	e->why = why;
 	len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 	e->kstack_len = len > 0 ? len : 0;

@@ -11,6 +11,7 @@
 
 #include "common.bpf.h"
 #include "syscall.bpf.h"
+#include "syscall_sampled.bpf.h"
 
 const volatile __u64 runq_threshold_ns = 10 * 1000 * 1000;
 /* Set by user space on kernels without CONFIG_SCHED_INFO: waits are then
@@ -119,9 +120,15 @@ static __always_inline void preemption_record(struct runq_stats *s, __u64 victim
  * accounting. */
 static __always_inline __u64 steal_clock(bool btf, struct rq *rq)
 {
-	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq))
+	/* Declared here: a vmlinux.h of a kernel without
+	 * CONFIG_PARAVIRT_TIME_ACCOUNTING (Debian's arm64) lacks the field. */
+	struct rq___steal {
+		__u64 prev_steal_time_rq;
+	} __attribute__((preserve_access_index)) *r = (void *)rq;
+
+	if (!bpf_core_field_exists(r->prev_steal_time_rq))
 		return 0;
-	return FIELD(btf, rq, prev_steal_time_rq);
+	return FIELD(btf, r, prev_steal_time_rq);
 }
 
 /* Slices further apart than this are not interpolated between (and the
@@ -175,11 +182,12 @@ __noinline __u64 steal_during(struct cpu_state *cs, __u64 start, __u64 now, __u6
 }
 
 /* `waiter` waited `wait` ns and now runs; `holder` held the CPU longest
- * meanwhile; `holder_state` is its state if known. */
+ * meanwhile, inside syscall `ran_syscall` (-1: none) since `ran_since`
+ * (0: unknown). */
 static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_state *cs, __u64 now,
 					    __u64 wait, __u64 steal_now, struct task_struct *waiter,
 					    __u64 waiter_cgroup, const struct task_ref *holder,
-					    struct task_state *holder_state)
+					    __s32 ran_syscall, __u64 ran_since)
 {
 	struct runq_event *e = record_reserve(kind, sizeof(*e), now);
 
@@ -190,12 +198,8 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_sta
 	e->steal_us = steal_during(cs, now - wait, now, steal_now) / 1000;
 	task_ref_set(btf, &e->waiter, waiter, waiter_cgroup);
 	e->ran = *holder;
-	e->ran_syscall = -1;
-	e->ran_syscall_ns = 0;
-	if (holder_state && holder_state->call.enter_ts) {
-		e->ran_syscall = holder_state->call.nr;
-		e->ran_syscall_ns = now - holder_state->call.enter_ts;
-	}
+	e->ran_syscall = ran_syscall;
+	e->ran_syscall_ns = ran_since && ran_since < now ? now - ran_since : 0;
 	record_submit(e);
 }
 
@@ -219,6 +223,12 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
 	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
 	sl->kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
+	sl->syscall = -1;
+	if (syscalls_sampled && prev_tid) {
+		__u64 arg0, arg1;
+
+		sl->syscall = syscall_in_progress(btf, prev, &arg0, &arg1);
+	}
 	comm_copy(btf, sl->comm, prev);
 }
 
@@ -255,7 +265,8 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	/* The mask keeps the verifier sure of the bounds. */
 	struct slice *longest = i >= 0 ? &cs->slices[i & (SLICES - 1)] : NULL;
 	struct task_ref holder = {};
-	struct task_state *holder_state = NULL;
+	__s32 held_syscall = -1;
+	__u64 held_since = 0;
 	bool kthread;
 
 	if (longest) {
@@ -273,13 +284,24 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 		bpf_probe_read_kernel(holder.comm, sizeof(holder.comm), &prev->comm);
 		kthread = FIELD(btf, prev, flags) & PF_KTHREAD;
 	}
-	if (holder.tid == prev_tid)
-		holder_state = ps;
 	if (s && holder.tid)
 		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
-	if (wait >= (next_is_ksoftirqd ? takeover_threshold_ns : runq_threshold_ns))
-		runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait,
-				steal_now, next, next_cgroup, &holder, holder_state);
+	if (wait < (next_is_ksoftirqd ? takeover_threshold_ns : runq_threshold_ns))
+		return;
+	/* The syscall the holder was in: from its state (hooked syscalls), or
+	 * from its saved registers when it left (sampled). */
+	if (holder.tid == prev_tid && ps && ps->call.enter_ts) {
+		held_syscall = ps->call.nr;
+		held_since = ps->call.enter_ts;
+	} else if (syscalls_sampled && holder.tid) {
+		__u64 since = 0, arg0, arg1;
+
+		held_syscall = longest ? longest->syscall : syscall_in_progress(btf, prev, &arg0, &arg1);
+		if (held_syscall >= 0 && sampled_syscall_of(cs, holder.tid, &since) == held_syscall)
+			held_since = since;
+	}
+	runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait, steal_now,
+			next, next_cgroup, &holder, held_syscall, held_since);
 }
 
 /* Whether `next` waited on this CPU's run queue and for how long, as the
@@ -434,6 +456,9 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 			wait_end(btf, cs, s, now, wait, steal_now, next, next_tid == cs->ksoftirqd_tid,
 				 next_cgroup, prev, prev_tid, ps);
 	}
+	/* A sampled call ends when its thread leaves the CPU. */
+	if (syscalls_sampled && cs && cs->sampled.ticks && cs->sampled.task.tid == prev_tid)
+		sampled_call_end(cs, now);
 }
 
 static __always_inline void on_task_exit(bool btf, struct task_struct *p)

@@ -9,6 +9,7 @@
 
 #include "common.bpf.h"
 #include "syscall.bpf.h"
+#include "syscall_sampled.bpf.h"
 
 const volatile __u64 softirq_threshold_ns = 10 * 1000 * 1000;
 
@@ -54,6 +55,11 @@ static __always_inline void softirq_event_emit(bool btf, __u64 now, __u64 delay,
 	task_ref_fill(btf, &e->ctx, current_task(btf));
 	call = current_call(btf, this_cpu(), (__u32)bpf_get_current_pid_tgid());
 	e->ctx_syscall = call ? call->nr : -1;
+	if (syscalls_sampled && e->ctx.tid) {
+		__u64 arg0, arg1;
+
+		e->ctx_syscall = syscall_in_progress(btf, current_task(btf), &arg0, &arg1);
+	}
 	e->_pad = 0;
 	record_submit(e);
 }

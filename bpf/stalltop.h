@@ -251,8 +251,26 @@ struct slice {
 	__u32 pid;
 	__u32 tid;
 	__u32 kthread;
-	__u32 _pad;
+	/* sampled syscalls: the syscall the task was in when it left (-1: none) */
+	__s32 syscall;
 	__u8 comm[COMM_LEN];
+};
+
+/* Sampled syscalls (no syscall hooks): a call the CPU sampler found in
+ * progress, from consecutive ticks that found the same thread in the
+ * kernel inside the same call (number and arguments from its saved user
+ * registers). Ends when a tick finds something else or the thread leaves
+ * the CPU. */
+struct sampled_call {
+	struct task_ref task;
+	__u64 arg0;
+	__u64 arg1;
+	__u64 first_tick;
+	__u64 last_tick;
+	__u32 ticks; /* 0: no call in progress */
+	__s32 nr;
+	__u32 path_ready; /* path_bufs holds its file (resolved while it ran) */
+	__u32 _pad;
 };
 
 /* The last SLICES slices of at least SLICE_MIN_NS on a CPU: whoever held
@@ -277,6 +295,7 @@ struct cpu_state {
 	__u32 _pad2;
 	__u64 refilled[KIND_MAX];
 	struct slice slices[SLICES];
+	struct sampled_call sampled;
 };
 
 /* Per-task state (map `tasks` or task storage). Internal to BPF. */

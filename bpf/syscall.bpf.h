@@ -145,13 +145,13 @@ static __always_inline void syscall_record(__u64 cgroup, __s32 nr, __u64 wall, _
 		s->max_ns = wall;
 }
 
-/* Where path_of_fd writes the path it resolves: a per-CPU map value. */
+/* Where the file of a slow call is resolved: a per-CPU map value. */
 struct path_buf {
-	__u8 path[2 * PATH_HALF]; /* components leaf first, each NUL-terminated */
+	__u8 path[2 * PATH_HALF]; /* PATH_DENTRIES: components leaf first, each NUL-terminated */
+	__u32 kind; /* PATH_* */
 	__u32 len; /* bytes used in path */
 	__u32 truncated;
 	__u32 inode_mode; /* S_IFMT bits */
-	__u32 _pad;
 	__u64 inode;
 };
 
@@ -161,6 +161,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct path_buf);
 } path_bufs SEC(".maps");
+
+static __always_inline struct path_buf *this_path_buf(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&path_bufs, &zero);
+}
 
 /* The file behind `fd` of `task`, or NULL. */
 static __always_inline struct file *file_of_fd(struct task_struct *task, __u32 fd)
@@ -177,9 +184,9 @@ static __always_inline struct file *file_of_fd(struct task_struct *task, __u32 f
 }
 
 /* Resolve the path of the running task's file descriptor `fd` into this
- * CPU's path_buf: components leaf first, crossing mount
- * points up to the root. Returns 1 when the buffer holds a path, 0 when
- * the fd has no file.
+ * CPU's path_buf: components leaf first, crossing mount points up to the
+ * root. Returns 1 when the buffer holds a path, 0 when the fd has no
+ * file.
  *
  * A global function, so the verifier checks it once on its own, whatever
  * state its callers are in. The walk's progress lives in the map value
@@ -192,14 +199,14 @@ __noinline int path_of_fd(__u32 fd)
 	struct path_buf *b;
 	struct dentry *d;
 	struct mount *mnt;
-	__u32 zero = 0;
 	int i;
 
 	if (!f)
 		return 0;
-	b = bpf_map_lookup_elem(&path_bufs, &zero);
+	b = this_path_buf();
 	if (!b)
 		return 0;
+	b->kind = PATH_DENTRIES;
 	b->len = 0;
 	b->truncated = 0;
 	b->inode = BPF_CORE_READ(f, f_inode, i_ino);
@@ -235,54 +242,69 @@ __noinline int path_of_fd(__u32 fd)
 	return 1;
 }
 
-/* Copy the path path_of_fd resolved into `e`. */
-static __always_inline void path_copy(struct syscall_event *e)
+/* How syscall `nr` names its file (SYSCALL_ARG_*). */
+static __always_inline __u8 syscall_file_arg(__s32 nr)
 {
-	__u32 zero = 0;
-	struct path_buf *b = bpf_map_lookup_elem(&path_bufs, &zero);
-
-	if (!b)
-		return;
-	bpf_probe_read_kernel(e->path, sizeof(e->path), b->path);
-	e->path_kind = PATH_DENTRIES;
-	e->path_len = b->len < PATH_HALF ? b->len : PATH_HALF;
-	e->path_truncated = b->truncated || b->len >= PATH_HALF;
-	e->inode = b->inode;
-	e->inode_mode = b->inode_mode;
+	return nr >= 0 && nr < SYSCALL_NR_MAX ?
+		       syscall_arg[nr & (SYSCALL_NR_MAX - 1)] & SYSCALL_ARG_MASK :
+		       SYSCALL_ARG_NONE;
 }
 
-static __always_inline void syscall_event_emit(bool btf, struct call *c, __u64 now, __u64 wall)
+/* Resolve the file the running task's call `nr` (with its first two
+ * arguments) is about into path_buf: the path behind its fd, or the path
+ * string it passed. Returns 1 when path_buf holds it. */
+static __always_inline int call_file_resolve(__s32 nr, __u64 arg0, __u64 arg1)
 {
-	struct task_struct *task = current_task(btf);
+	__u8 how = syscall_file_arg(nr);
+	struct path_buf *b;
+	long len;
+
+	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1)
+		return path_of_fd(how == SYSCALL_ARG_FD0 ? arg0 : arg1);
+	if (how != SYSCALL_ARG_PATH0 && how != SYSCALL_ARG_PATH1)
+		return 0;
+	b = this_path_buf();
+	if (!b)
+		return 0;
+	len = bpf_probe_read_user_str(b->path, PATH_HALF,
+				      (const char *)(how == SYSCALL_ARG_PATH0 ? arg0 : arg1));
+	b->kind = PATH_USER;
+	b->len = len > 0 ? len : 0;
+	b->truncated = 0;
+	b->inode = 0;
+	b->inode_mode = 0;
+	return 1;
+}
+
+/* Send a slow call of `task` (its file in path_buf when `resolved`). */
+static __always_inline void syscall_event_send(const struct task_ref *task, __s32 nr,
+					       __u64 arg0, __u64 arg1, __u64 now, __u64 wall,
+					       __u64 oncpu, __u64 softirq, bool resolved)
+{
 	struct syscall_event *e = record_reserve(KIND_SYSCALL, sizeof(*e), now);
-	__u32 nr = c->nr;
-	__u8 how;
+	__u8 how = syscall_file_arg(nr);
+	struct path_buf *b = resolved ? this_path_buf() : NULL;
 
 	if (!e)
 		return;
-	task_ref_fill(btf, &e->task, task);
+	e->task = *task;
 	e->wall_ns = wall;
-	e->oncpu_ns = c->oncpu_ns;
-	e->softirq_ns = c->softirq_ns;
-	e->nr = c->nr;
-	e->fd = 0;
+	e->oncpu_ns = oncpu;
+	e->softirq_ns = softirq;
+	e->nr = nr;
+	e->fd = how == SYSCALL_ARG_FD0 ? arg0 : how == SYSCALL_ARG_FD1 ? arg1 : 0;
 	e->path_kind = PATH_NONE;
 	e->path_len = 0;
 	e->path_truncated = 0;
 	e->inode_mode = 0;
 	e->inode = 0;
-	how = nr < SYSCALL_NR_MAX ? syscall_arg[nr & (SYSCALL_NR_MAX - 1)] & SYSCALL_ARG_MASK :
-				    SYSCALL_ARG_NONE;
-	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1) {
-		e->fd = how == SYSCALL_ARG_FD0 ? c->arg0 : c->arg1;
-		if (path_of_fd(e->fd))
-			path_copy(e);
-	} else if (how == SYSCALL_ARG_PATH0 || how == SYSCALL_ARG_PATH1) {
-		const char *user = (const char *)(how == SYSCALL_ARG_PATH0 ? c->arg0 : c->arg1);
-		long len = bpf_probe_read_user_str(e->path, PATH_HALF, user);
-
-		e->path_kind = PATH_USER;
-		e->path_len = len > 0 ? len : 0;
+	if (b) {
+		bpf_probe_read_kernel(e->path, sizeof(e->path), b->path);
+		e->path_kind = b->kind;
+		e->path_len = b->len < PATH_HALF ? b->len : PATH_HALF;
+		e->path_truncated = b->truncated || b->len >= PATH_HALF;
+		e->inode = b->inode;
+		e->inode_mode = b->inode_mode;
 	}
 	record_submit(e);
 }
@@ -306,8 +328,13 @@ static __always_inline void on_sys_exit(bool btf)
 	cgroup = task_cgroup(btf, current_task(btf));
 	syscall_record(cgroup, c->nr, wall, c->oncpu_ns);
 	if (c->oncpu_ns >= syscall_oncpu_threshold_ns ||
-	    (wall >= syscall_wall_threshold_ns && !syscall_waits(c->nr)))
-		syscall_event_emit(btf, c, now, wall);
+	    (wall >= syscall_wall_threshold_ns && !syscall_waits(c->nr))) {
+		struct task_ref task;
+
+		task_ref_set(btf, &task, current_task(btf), cgroup);
+		syscall_event_send(&task, c->nr, c->arg0, c->arg1, now, wall, c->oncpu_ns,
+				   c->softirq_ns, call_file_resolve(c->nr, c->arg0, c->arg1));
+	}
 	c->enter_ts = 0;
 }
 

@@ -82,11 +82,13 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(10..=1_000_000), global = true)]
     pub record_rate: u32,
 
-    /// How syscalls are watched: `exact` hooks every syscall's entry and
-    /// exit (per-call latency, slow calls with their files; costs about
-    /// 0.15 µs per syscall); `off` hooks none (culprits then lose their
-    /// syscall, file and on-CPU time, and the syscall table is empty).
-    #[arg(long, value_name = "MODE", value_enum, default_value_t = SyscallMode::Exact, global = true)]
+    /// How syscalls are watched. `sampled` hooks none: the CPU sampler
+    /// finds the calls that hold a CPU (syscall, file, time in the kernel
+    /// to about a sampler period) at no cost per syscall. `exact` hooks
+    /// every syscall's entry and exit (per-call latency distributions,
+    /// every slow call; about 0.15 µs per syscall). `off` watches none
+    /// (culprits lose their syscall and file; no syscall table).
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = SyscallMode::Sampled, global = true)]
     pub syscalls: SyscallMode,
 
     /// The same as --syscalls off.

@@ -32,6 +32,9 @@ pub enum AttachMode {
 /// How syscalls are watched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SyscallMode {
+    /// No syscall hooks: the CPU sampler finds the calls that hold a CPU
+    /// (syscall, file, time in the kernel to about a sampler period).
+    Sampled,
     /// Hook every syscall's entry and exit: per-call latency and on-CPU
     /// histograms, every slow call with its file.
     Exact,
@@ -42,6 +45,7 @@ pub enum SyscallMode {
 impl SyscallMode {
     pub fn name(self) -> &'static str {
         match self {
+            SyscallMode::Sampled => "sampled",
             SyscallMode::Exact => "exact",
             SyscallMode::Off => "off",
         }
@@ -123,7 +127,9 @@ impl ProbeFamily {
             ProbeFamily::Softirq => {
                 "softirq delays, NET_RX stalls and stolen softirq time are lost"
             }
-            ProbeFamily::Sampler => "kernel stacks of stalls and irqs-off gaps are lost",
+            ProbeFamily::Sampler => {
+                "kernel stacks of stalls, irqs-off gaps and sampled syscalls are lost"
+            }
         }
     }
 
@@ -151,6 +157,10 @@ fn families(config: &ProbeConfig) -> Vec<ProbeFamily> {
     }
     families
 }
+
+/// The kernel stack size of x86_64 and arm64 (without KASAN): a task's
+/// saved user registers sit at its top.
+const KERNEL_STACK_SIZE: u64 = 16 << 10;
 
 /// Per-CPU hash maps filled inside sched_switch get at most this much
 /// memory where they must be preallocated.
@@ -185,6 +195,8 @@ pub struct Loaded<'obj> {
     pub probes: Vec<ProbeLoad>,
     /// Families and optional parts that did not come up, for the user.
     pub warnings: Vec<String>,
+    /// How syscalls are watched, given what loaded.
+    pub syscalls: SyscallMode,
 }
 
 impl<'obj> Loaded<'obj> {
@@ -253,6 +265,7 @@ fn load_attach<'obj>(
         attach,
         probes: Vec::new(),
         warnings: Vec::new(),
+        syscalls: SyscallMode::Off,
     };
     if config.features.runq_from_wakeup() {
         loaded.warnings.push(
@@ -320,6 +333,18 @@ fn load_attach<'obj>(
             }
         }
     }
+    loaded.syscalls = match config.syscalls {
+        SyscallMode::Exact if loaded.has(ProbeFamily::Syscall) => SyscallMode::Exact,
+        SyscallMode::Sampled if loaded.has(ProbeFamily::Sampler) => SyscallMode::Sampled,
+        SyscallMode::Sampled if config.sample_hz == 0 => {
+            loaded.warnings.push(
+                "syscalls are not watched: sampling them needs the CPU sampler (--sample-hz 0 turns it off; --syscalls exact hooks them instead)"
+                    .into(),
+            );
+            SyscallMode::Off
+        }
+        _ => SyscallMode::Off,
+    };
     Ok(loaded)
 }
 
@@ -379,6 +404,10 @@ fn configure(
     rodata.softirq_threshold_ns = config.stall_threshold_ns;
     rodata.irqoff_threshold_ns = config.stall_threshold_ns;
     rodata.syscalls_hooked = u8::from(syscalls_hooked);
+    rodata.syscalls_sampled =
+        u8::from(config.syscalls == SyscallMode::Sampled && config.sample_hz > 0);
+    rodata.sample_period_ns = 1_000_000_000 / u64::from(config.sample_hz.max(1));
+    rodata.thread_size = KERNEL_STACK_SIZE;
     rodata.syscall_wall_threshold_ns = config.syscall_wall_threshold_ns;
     rodata.syscall_oncpu_threshold_ns = config.syscall_oncpu_threshold_ns;
     rodata.syscall_arg = syscall_table::file_arg_table();

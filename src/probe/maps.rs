@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::loader::{self, Loaded, ProbeFamily};
+use super::loader::{self, Loaded, SyscallMode};
 use super::skel::{types, StalltopSkel};
 use crate::event::{comm_str, kind_name, KIND_MAX};
 use crate::histogram::Histogram;
@@ -37,7 +37,7 @@ pub fn snapshot(loaded: &Loaded<'_>, ts_ns: u64) -> KernelSnapshot {
         preemptors: read_preemptors(skel),
         softirq: read_softirq(skel),
         softirq_stolen: read_stolen(skel),
-        syscalls: if loaded.has(ProbeFamily::Syscall) {
+        syscalls: if loaded.syscalls != SyscallMode::Off {
             read_syscalls(skel)
         } else {
             Vec::new()

@@ -10,6 +10,8 @@ mod loader;
 mod maps;
 mod preflight;
 mod refusal;
+#[cfg(test)]
+mod sampled_tests;
 mod sampler;
 mod session;
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use libbpf_rs::{RingBuffer, RingBufferBuilder};
 
-use super::loader::{self, Loaded, ObjectStorage, ProbeConfig, ProbeFamily, SyscallMode};
+use super::loader::{self, Loaded, ObjectStorage, ProbeConfig, SyscallMode};
 use super::{maps, ProbeError};
 use crate::stream::{KernelSnapshot, ProbeLoad};
 
@@ -68,11 +68,7 @@ impl<'obj> Session<'obj> {
     pub fn info(&self) -> ProbeInfo {
         ProbeInfo {
             attach: self.loaded.attach.name(),
-            syscalls: if self.loaded.has(ProbeFamily::Syscall) {
-                SyscallMode::Exact
-            } else {
-                SyscallMode::Off
-            },
+            syscalls: self.loaded.syscalls,
             warnings: self.loaded.warnings.clone(),
             probes: self.loaded.probes.clone(),
         }

@@ -52,7 +52,7 @@ fn without_sched_info(config: ProbeConfig) -> ProbeConfig {
 }
 
 /// The cgroup id the probes attribute this process to.
-fn own_cgroup_id(config: &ProbeConfig) -> u64 {
+pub(super) fn own_cgroup_id(config: &ProbeConfig) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let hierarchy = crate::cgroup::Hierarchy::detect().unwrap();
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap();
@@ -316,7 +316,7 @@ use crate::event::FilePath;
 const NET_RX: u64 = 3;
 
 /// Pin this thread to `cpu` so every test run lands on one CPU's state.
-fn pin_to(cpu: usize) {
+pub(super) fn pin_to(cpu: usize) {
     // SAFETY: cpu_set_t is plain data set up by CPU_ZERO/CPU_SET.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();

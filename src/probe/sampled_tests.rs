@@ -1,0 +1,137 @@
+//! Real-kernel tests of sampled syscalls (root, as in CI): no syscall
+//! hooks, the CPU sampler finds a long call from the caller's saved user
+//! registers, in both families.
+
+use std::time::{Duration, Instant};
+
+use super::tests::{config, own_cgroup_id, pin_to, ONE_AT_A_TIME};
+use super::*;
+use crate::event::{self, Event, FilePath};
+use crate::host;
+
+/// Bytes one read of /dev/zero copies: tens of ms in the kernel, never
+/// sleeping (the kernel zeroes the buffer in one go).
+const READ_BYTES: usize = 192 << 20;
+const SAMPLE_HZ: u32 = 1000;
+const PERIOD_NS: u64 = 1_000_000_000 / SAMPLE_HZ as u64;
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One long read of /dev/zero on CPU 1 by a thread of ours: its tid, wall
+/// and CPU time.
+fn long_read() -> (u32, u64, u64) {
+    std::thread::spawn(|| {
+        pin_to(1);
+        let mut buf = vec![1u8; READ_BYTES]; // touched: no page faults inside the call
+        let zero = std::fs::File::open("/dev/zero").unwrap();
+        let (start, cpu) = (Instant::now(), thread_cpu_ns());
+        // SAFETY: `buf` is writable for READ_BYTES bytes.
+        let n = unsafe {
+            libc::read(
+                std::os::fd::AsRawFd::as_raw_fd(&zero),
+                buf.as_mut_ptr().cast(),
+                READ_BYTES,
+            )
+        };
+        let (wall, cpu) = (start.elapsed().as_nanos() as u64, thread_cpu_ns() - cpu);
+        assert_eq!(n, READ_BYTES as isize);
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        (tid, wall, cpu)
+    })
+    .join()
+    .unwrap()
+}
+
+fn sampled_read_is_found(attach: AttachMode) {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = ProbeConfig {
+        syscalls: SyscallMode::Sampled,
+        sample_hz: SAMPLE_HZ,
+        ..config(attach)
+    };
+    let own_cgroup = own_cgroup_id(&config);
+    let mut storage = ObjectStorage::default();
+    let mut session = Session::start(&config, &mut storage).expect("probes load");
+    assert_eq!(session.info().syscalls, SyscallMode::Sampled);
+    assert!(
+        session.info().warnings.is_empty(),
+        "{:?}",
+        session.info().warnings
+    );
+    assert!(
+        !session.info().probes.iter().any(|p| p.family == "syscall"),
+        "sampled mode hooks no syscall"
+    );
+
+    let (tid, wall, cpu) = long_read();
+    std::thread::sleep(Duration::from_millis(20));
+    let records = session.poll(Duration::from_millis(50));
+    let snapshot = session.snapshot(host::monotonic_ns());
+
+    let read = syscalls::Sysno::read as u32;
+    let ours: Vec<_> = event::decode(&records)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ok(Event::Syscall(s)) if s.task.tid == tid => Some(s),
+            _ => None,
+        })
+        .collect();
+    // (Freeing the buffer afterwards is a long munmap of its own.)
+    let calls: Vec<_> = ours.iter().filter(|c| c.nr == read).collect();
+    // The call held CPU 1 throughout (a busy neighbour could split it:
+    // then each part is its own record, all of the same call).
+    assert!(!calls.is_empty(), "the {wall} ns read was not found: {ours:#?}");
+    for call in &calls {
+        assert_eq!(call.task.cgroup, own_cgroup, "{call:?}");
+        assert_eq!(
+            call.path,
+            FilePath::Resolved {
+                path: "/dev/zero".into(),
+                truncated: false
+            },
+            "{call:?}"
+        );
+        assert_eq!(
+            call.oncpu_ns, call.wall_ns,
+            "sampled: the time it held the CPU"
+        );
+    }
+    // Its time on the CPU to within two sampler periods: at least the
+    // thread's CPU clock (less a period at each end), at most its wall.
+    let held: u64 = calls.iter().map(|c| c.oncpu_ns).sum();
+    assert!(
+        held + 2 * PERIOD_NS * calls.len() as u64 >= cpu && held <= wall + PERIOD_NS,
+        "sampled {held} ns in {} records; the read took {wall} ns, {cpu} ns of CPU",
+        calls.len()
+    );
+    // The table counts its kernel time for our cgroup, by sampler ticks.
+    let row = snapshot
+        .syscalls
+        .iter()
+        .find(|r| r.cgroup == own_cgroup && r.nr == read)
+        .unwrap_or_else(|| panic!("no sampled read row: {:?}", snapshot.syscalls));
+    assert!(
+        row.oncpu_total_ns + 2 * PERIOD_NS >= cpu,
+        "{} ns sampled in the table, {cpu} ns of CPU",
+        row.oncpu_total_ns
+    );
+}
+
+#[test]
+fn tp_btf_sampled_syscalls_find_a_long_read_and_its_file() {
+    sampled_read_is_found(AttachMode::TpBtf);
+}
+
+#[test]
+fn raw_tp_sampled_syscalls_find_a_long_read_and_its_file() {
+    sampled_read_is_found(AttachMode::RawTp);
+}
