@@ -1,6 +1,7 @@
 //! Project chores for stalltop: `cargo xtask <command>`; one module per command.
 
 mod bench;
+mod bpf_object;
 mod checks;
 mod interrupt;
 mod prereqs;
