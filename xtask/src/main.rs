@@ -1,6 +1,7 @@
 //! Project chores for stalltop: `cargo xtask <command>`; one module per command.
 
 mod bench;
+mod bpf_object;
 mod checks;
 mod interrupt;
 mod prereqs;
@@ -33,8 +34,9 @@ enum Command {
     Scenario(scenario::Args),
     /// Run target/release/stalltop around each scenario and check its report.
     ScenarioTests(scenario_tests::Args),
-    /// Regenerate bpf/vmlinux/<arch>/vmlinux.h from the running kernel's BTF.
-    Vmlinux,
+    /// Regenerate bpf/vmlinux/<arch>/vmlinux.h: from the running kernel's BTF, or for aarch64 on
+    /// another host from Debian 12's stock arm64 kernel.
+    Vmlinux(vmlinux::Args),
     /// Measure stalltop's cost: ns per probe invocation, CPU, workload slowdown.
     Bench(bench::Args),
     /// Drive target/release/stalltop's live view in tmux against a real scenario.
@@ -67,7 +69,7 @@ fn main() -> ExitCode {
         Command::Test => test::main(),
         Command::Scenario(args) => scenario::main(&args),
         Command::ScenarioTests(args) => scenario_tests::main(&args),
-        Command::Vmlinux => vmlinux::main(),
+        Command::Vmlinux(args) => vmlinux::main(&args),
         Command::Bench(args) => bench::main(&args),
         Command::TuiTest(args) => tui_test::main(&args),
     };

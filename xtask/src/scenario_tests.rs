@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::checks::{self, Report};
+use crate::checks;
+use crate::checks::irqoff::IrqoffGaps;
+use crate::checks::quiet::HostSteal;
+use crate::checks::report::Report;
 use crate::interrupt;
 use crate::scenario::{self, Name, Outcome};
 
@@ -119,7 +122,7 @@ fn wait_for_load_to_settle() -> Result<()> {
     let mut said = false;
     loop {
         let load = scenario::host::loadavg_1m()?;
-        if load <= checks::MAX_LOADAVG_BEFORE || Instant::now() > deadline {
+        if load <= checks::contamination::MAX_LOADAVG_BEFORE || Instant::now() > deadline {
             return Ok(());
         }
         if !said {
@@ -160,9 +163,11 @@ fn run_checked(
         let contamination = &outcome.contamination;
         let gaps = irqoff_gaps(&recorded);
         eprintln!("{name}: attempt {attempt}: {}", gaps.summary());
-        let reason =
-            checks::contaminated(contamination.foreign_forks, contamination.loadavg_before)
-                .or_else(|| vm_contamination(name, &recorded, &gaps));
+        let reason = checks::contamination::other_workload(
+            contamination.foreign_forks,
+            contamination.loadavg_before,
+        )
+        .or_else(|| vm_contamination(name, &recorded, &gaps));
         if let Some(reason) = reason {
             eprintln!("{name}: attempt {attempt} contaminated ({reason}): result discarded");
             why = reason;
@@ -175,7 +180,7 @@ fn run_checked(
         let cgroups = &outcome.measured.cgroups;
         let report = &recorded.report;
         let result = match name {
-            Name::Quiet => checks::quiet(report, cgroups, &host_steal(outcome))
+            Name::Quiet => checks::quiet::check(report, cgroups, &host_steal(outcome))
                 .map(|excused| {
                     if excused > 0 {
                         eprintln!(
@@ -184,21 +189,25 @@ fn run_checked(
                         );
                     }
                 })
-                .and_then(|()| checks::quiet_gaps(report, &gaps, victim_worst_stall_ns(outcome))),
+                .and_then(|()| {
+                    checks::irqoff::check(report, &gaps, victim_worst_stall_ns(outcome))
+                }),
             Name::NoisyNeighbour => match baseline {
-                Some(baseline) => checks::noisy_neighbour(&recorded.report, baseline, cgroups),
+                Some(baseline) => {
+                    checks::noisy_neighbour::check(&recorded.report, baseline, cgroups)
+                }
                 None => Err("no quiet baseline".into()),
             },
             Name::Throttle => match &outcome.measured.cpu_stat {
-                Some(truth) => checks::throttle(&recorded.report, truth),
+                Some(truth) => checks::throttle::check(&recorded.report, truth),
                 None => Err("the throttle scenario measured no cpu.stat".into()),
             },
             Name::SlowSyscall => match &outcome.injected.slow_syscall {
-                Some(truth) => checks::slow_syscall(report, truth),
+                Some(truth) => checks::slow_syscall::check(report, truth),
                 None => Err("the slow-syscall scenario measured no calls".into()),
             },
             Name::Ksoftirqd => match &outcome.injected.ksoftirqd {
-                Some(truth) => checks::ksoftirqd(report, truth, outcome.cpu as u32),
+                Some(truth) => checks::ksoftirqd::check(report, truth, outcome.cpu as u32),
                 None => Err("the ksoftirqd scenario measured no bursts".into()),
             },
         };
@@ -236,13 +245,13 @@ fn victim_worst_stall_ns(outcome: &Outcome) -> u64 {
 
 /// stalltop's irqs-off gaps on the scenario's CPU while its window was open, judged by the
 /// victim where the scenario has one (without one, every gap counts as possible).
-fn irqoff_gaps(recorded: &Recorded) -> checks::IrqoffGaps<'_> {
+fn irqoff_gaps(recorded: &Recorded) -> IrqoffGaps<'_> {
     let outcome = &recorded.outcome;
     let victim_max = match outcome.measured.victim {
         Some(victim) => victim.worst_stall_ns(),
         None => u64::MAX / 4,
     };
-    checks::irqoff_gaps(
+    checks::irqoff::sort_by_victim(
         &recorded.report,
         outcome.cpu as u32,
         outcome.start_ns,
@@ -252,8 +261,8 @@ fn irqoff_gaps(recorded: &Recorded) -> checks::IrqoffGaps<'_> {
 }
 
 /// The hypervisor's steal on the scenario's CPU over its window, for the quiet check.
-fn host_steal(outcome: &Outcome) -> checks::HostSteal {
-    checks::HostSteal {
+fn host_steal(outcome: &Outcome) -> HostSteal {
+    HostSteal {
         cpu: outcome.cpu as u32,
         start_ns: outcome.start_ns,
         end_ns: outcome.end_ns,
@@ -266,7 +275,7 @@ fn host_steal(outcome: &Outcome) -> checks::HostSteal {
 /// irqs-off gap the victim allows fell in its window (such a gap is the host stopping the vCPU
 /// and can make anything late) and the host took at most a fifth of its CPU; ksoftirqd only with enough bursts the host left alone;
 /// slow-syscall only when each of its own calls is clearly over or under stalltop's thresholds.
-fn vm_contamination(name: Name, recorded: &Recorded, gaps: &checks::IrqoffGaps) -> Option<String> {
+fn vm_contamination(name: Name, recorded: &Recorded, gaps: &IrqoffGaps) -> Option<String> {
     let outcome = &recorded.outcome;
     match name {
         Name::Quiet if !gaps.possible.is_empty() => Some(format!(
@@ -276,7 +285,7 @@ fn vm_contamination(name: Name, recorded: &Recorded, gaps: &checks::IrqoffGaps) 
             outcome.cpu,
             victim_worst_stall_ns(outcome) / 1000
         )),
-        Name::Quiet => checks::quiet_steal_contaminated(
+        Name::Quiet => checks::contamination::quiet_steal(
             outcome.contamination.steal_ns,
             outcome.end_ns - outcome.start_ns,
         ),
@@ -284,12 +293,10 @@ fn vm_contamination(name: Name, recorded: &Recorded, gaps: &checks::IrqoffGaps) 
             .injected
             .ksoftirqd
             .as_ref()
-            .and_then(checks::ksoftirqd_contaminated),
-        Name::SlowSyscall => {
-            outcome.injected.slow_syscall.as_ref().and_then(|truth| {
-                checks::slow_syscall_undecidable(&recorded.report.settings, truth)
-            })
-        }
+            .and_then(checks::contamination::ksoftirqd),
+        Name::SlowSyscall => outcome.injected.slow_syscall.as_ref().and_then(|truth| {
+            checks::contamination::slow_syscall(&recorded.report.settings, truth)
+        }),
         _ => None,
     }
 }

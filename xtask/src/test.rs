@@ -1,12 +1,13 @@
 //! `cargo xtask test`: the whole suite, as CI runs it. Formatting and lints,
-//! unit and root integration tests (real BPF), then the scenario tests
-//! and the terminal test against the release binary, one at a time.
+//! the BPF object compiled for arm64, unit and root integration tests (real
+//! BPF), then the scenario tests and the terminal test against the release
+//! binary, one at a time.
 
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::{cargo, prereqs};
+use crate::{bpf_object, cargo, prereqs};
 
 pub fn main() -> Result<()> {
     prereqs::ensure()?;
@@ -20,6 +21,12 @@ pub fn main() -> Result<()> {
             "-D",
             "warnings",
         ])
+    })?;
+    // The build compiles the host's object; this checks arm64's on any host.
+    step("BPF object for arm64", || {
+        let object = bpf_object::compile("aarch64")?;
+        eprintln!("compiled {}", object.display());
+        Ok(())
     })?;
     step("unit and root integration tests", || {
         cargo(&["test", "--workspace"])

@@ -39,7 +39,8 @@ const BURST_NS: u64 = 50_000_000;
 /// Burst every 200 ms: the hog's duty cycle is 25%.
 const PERIOD_NS: u64 = 200_000_000;
 const FIRST_BURST_NS: u64 = 300_000_000;
-/// The checks judge 10 bursts at least (`checks::MIN_CLEAN_BURSTS`): room for a few stalled.
+/// The checks judge 10 bursts at least (`checks::contamination::MIN_CLEAN_BURSTS`): room for a
+/// few stalled.
 const MIN_BURSTS: u64 = 12;
 /// Packets start flowing this long before a burst, so ksoftirqd/1 is already busy (runnable)
 /// when the hog wakes and preempts it.

@@ -1,0 +1,27 @@
+//! Pure checks of a stalltop report (`stalltop report --json`) against a scenario's ground truth;
+//! each returns a message that states the tolerance and quotes the relevant part of the report.
+//! `report` is the JSON contract, `contamination` decides which runs can be judged at all, and
+//! each other module is one scenario's check (`irqoff`: the gaps a quiet run must not have).
+
+pub mod contamination;
+pub mod irqoff;
+pub mod ksoftirqd;
+pub mod noisy_neighbour;
+pub mod quiet;
+pub mod report;
+pub mod slow_syscall;
+pub mod throttle;
+
+#[cfg(test)]
+mod fixtures;
+
+use serde::Serialize;
+
+/// `part` of `whole` percent, rounded up.
+fn percent_of(whole: u64, part: u64) -> u64 {
+    (whole * part).div_ceil(100)
+}
+
+fn pretty<T: Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|err| format!("<unprintable: {err}>"))
+}

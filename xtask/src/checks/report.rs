@@ -1,0 +1,239 @@
+//! The report JSON contract: the parts of `stalltop report --json` the checks read, as serde
+//! types, and the look-ups and failure annotation every check shares.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The parts of the report JSON contract the checks read.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Report {
+    pub settings: Settings,
+    pub lost_events: BTreeMap<String, u64>,
+    pub runq: Vec<RunqRow>,
+    pub runq_events: Vec<RunqEvent>,
+    pub throttling: Vec<ThrottlingRow>,
+    pub stalls: Vec<Stall>,
+    pub takeovers: Vec<Takeover>,
+    pub culprits: Vec<CulpritRow>,
+    pub syscalls: Vec<SyscallRow>,
+    pub softirq: Vec<SoftirqRow>,
+    pub softirq_stolen: Vec<StolenRow>,
+}
+
+/// The thresholds stalltop recorded with.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Settings {
+    pub runq_threshold_ns: u64,
+    pub stall_threshold_ns: u64,
+    pub syscall_wall_threshold_ns: u64,
+    pub syscall_oncpu_threshold_ns: u64,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Stall {
+    pub cpu: u32,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub kind: String,
+    pub waited: Waited,
+    pub culprit: Option<Culprit>,
+    /// irqoff stalls: the longest gap between sampler ticks.
+    pub gap: Option<Gap>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize)]
+pub struct Gap {
+    pub start_ns: u64,
+    pub duration_ns: u64,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub struct Waited {
+    pub softirq: Option<String>,
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+    pub cgroup: Option<String>,
+    pub wait_ns: Option<u64>,
+    pub steal_ns: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Culprit {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub cgroup: String,
+    pub container: String,
+    pub syscall: Option<String>,
+    pub path: Option<String>,
+    pub oncpu_ns: Option<u64>,
+    pub wall_ns: Option<u64>,
+    pub stack: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Takeover {
+    pub cpu: u32,
+    pub ts_ns: u64,
+    pub wait_ns: u64,
+    pub culprit: Option<Culprit>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct CulpritRow {
+    pub comm: String,
+    pub container: String,
+    pub syscall: Option<String>,
+    pub path: Option<String>,
+    pub count: u64,
+    pub total_stall_ns: u64,
+    pub worst_ns: u64,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct SyscallRow {
+    pub syscall: String,
+    pub container: String,
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub total_ns: u64,
+    pub oncpu_total_ns: u64,
+    pub top_paths: Vec<PathRow>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct PathRow {
+    pub path: String,
+    pub count: u64,
+    pub total_ns: u64,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct SoftirqRow {
+    pub cpu: u32,
+    pub vector: String,
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub in_ksoftirqd: u64,
+    /// Beyond the contract; checked when present.
+    #[serde(default)]
+    pub run_in_ksoftirqd_ns: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct StolenRow {
+    pub pid: u32,
+    pub comm: String,
+    pub vector: String,
+    pub ns: u64,
+    pub count: u64,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct RunqRow {
+    pub cgroup: String,
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub preempted_by: PreemptedBy,
+    pub top_preemptors: Vec<Preemptor>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct PreemptedBy {
+    pub same_cgroup: u64,
+    pub other_cgroup: u64,
+    pub kthread: u64,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Preemptor {
+    pub comm: String,
+    pub cgroup: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct RunqEvent {
+    pub cpu: u32,
+    pub ts_ns: u64,
+    pub wait_ns: u64,
+    /// Of the wait, the time the hypervisor took the vCPU.
+    pub steal_ns: u64,
+    pub pid: u32,
+    pub comm: String,
+    pub cgroup: String,
+    pub ran_instead: Task,
+}
+
+impl RunqEvent {
+    /// The part of the wait the guest caused (the hypervisor's steal taken out).
+    pub(super) fn guest_wait_ns(&self) -> u64 {
+        self.wait_ns.saturating_sub(self.steal_ns)
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Task {
+    pub pid: u32,
+    pub comm: String,
+    pub cgroup: String,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct ThrottlingRow {
+    pub cgroup: String,
+    pub quota_us: i64,
+    pub period_us: i64,
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_ns: u64,
+}
+
+impl Report {
+    pub fn parse(json: &str) -> Result<Self, String> {
+        serde_json::from_str(json).map_err(|err| format!("report JSON: {err}"))
+    }
+
+    pub(super) fn runq_row(&self, cgroup: &str) -> Result<&RunqRow, String> {
+        self.runq
+            .iter()
+            .find(|row| row.cgroup == cgroup)
+            .ok_or_else(|| {
+                let seen: Vec<&str> = self.runq.iter().map(|row| row.cgroup.as_str()).collect();
+                self.annotate(format!("no runq row for cgroup {cgroup}; rows: {seen:?}"))
+            })
+    }
+
+    /// Appends the lost-event counters to a failure message when any is non-zero.
+    pub(super) fn annotate(&self, message: String) -> String {
+        let lost: BTreeMap<&String, &u64> =
+            self.lost_events.iter().filter(|(_, &n)| n > 0).collect();
+        if lost.is_empty() {
+            message
+        } else {
+            format!("{message}\n(stalltop lost events, which may explain it: {lost:?})")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::checks::fixtures::THROTTLE;
+
+    #[test]
+    fn a_report_missing_a_contract_field_is_rejected() {
+        let mut doc: Value = serde_json::from_str(THROTTLE).unwrap();
+        doc.as_object_mut().unwrap().remove("throttling");
+        assert!(Report::parse(&doc.to_string()).is_err());
+    }
+}

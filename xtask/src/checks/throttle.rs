@@ -1,0 +1,128 @@
+//! The throttle check: stalltop's throttling row for the cgroup matches the scenario's own
+//! cpu.stat delta.
+
+use super::pretty;
+use super::report::Report;
+use crate::scenario::CpuStatDelta;
+
+/// Absolute slack on the throttled-period count: stalltop and the scenario read the counters
+/// at different moments, so a throttle at either edge may fall on either side.
+const THROTTLED_COUNT_SLACK: u64 = 2;
+/// Relative slack on top. The ~2 s stalltop records beyond the load cannot add throttled
+/// periods: the cgroup exists only during the scenario (which keeps it, idle, 1 s after its own
+/// final read so that a poller sees the final counters). So this is edge headroom only.
+const THROTTLED_COUNT_PERCENT: u64 = 10;
+/// Relative tolerance on throttled time (repro.md C asks ±20%).
+const THROTTLED_TIME_PERCENT: u64 = 20;
+
+/// throttle: stalltop's throttling row for the cgroup matches the scenario's own cpu.stat delta.
+pub fn check(report: &Report, truth: &CpuStatDelta) -> Result<(), String> {
+    let Some(row) = report
+        .throttling
+        .iter()
+        .find(|row| row.cgroup == truth.cgroup)
+    else {
+        let seen: Vec<&str> = report
+            .throttling
+            .iter()
+            .map(|row| row.cgroup.as_str())
+            .collect();
+        return Err(report.annotate(format!(
+            "no throttling row for {}; rows: {seen:?}",
+            truth.cgroup
+        )));
+    };
+    let fail = |what: String| {
+        Err(report.annotate(format!(
+            "{what}\nthrottling row:\n{}\nscenario's own cpu.stat delta:\n{}",
+            pretty(row),
+            pretty(truth)
+        )))
+    };
+    if (row.quota_us, row.period_us) != (truth.quota_us, truth.period_us) {
+        return fail(format!(
+            "quota/period {}/{} us, the scenario set {}/{} us",
+            row.quota_us, row.period_us, truth.quota_us, truth.period_us
+        ));
+    }
+    if row.nr_throttled == 0 {
+        return fail("nr_throttled is 0".to_owned());
+    }
+    let count_slack =
+        THROTTLED_COUNT_SLACK + (truth.nr_throttled * THROTTLED_COUNT_PERCENT).div_ceil(100);
+    if row.nr_throttled.abs_diff(truth.nr_throttled) > count_slack {
+        return fail(format!(
+            "nr_throttled {} is not within ±{count_slack} ({THROTTLED_COUNT_SLACK} + \
+             {THROTTLED_COUNT_PERCENT}%) of the scenario's {}",
+            row.nr_throttled, truth.nr_throttled
+        ));
+    }
+    let time_slack = truth.throttled_ns * THROTTLED_TIME_PERCENT / 100;
+    if row.throttled_ns.abs_diff(truth.throttled_ns) > time_slack {
+        return fail(format!(
+            "throttled_ns {} is not within ±{THROTTLED_TIME_PERCENT}% ({time_slack} ns) of the \
+             scenario's {}",
+            row.throttled_ns, truth.throttled_ns
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::checks::fixtures::{assert_fails, report, with, THROTTLE};
+
+    fn throttle_truth(nr_throttled: u64, throttled_ns: u64) -> CpuStatDelta {
+        CpuStatDelta {
+            cgroup: "/stalltop_throttled".into(),
+            quota_us: 15000,
+            period_us: 100000,
+            nr_periods: 50,
+            nr_throttled,
+            throttled_ns,
+        }
+    }
+
+    #[test]
+    fn throttle_passes_within_tolerance() {
+        check(&report(THROTTLE), &throttle_truth(19, 1_500_000_000)).unwrap();
+        // Truth 15: slack 2 + ceil(1.5) = 4 periods; truth 1.267 s: slack 253 ms. Both edges pass.
+        check(&report(THROTTLE), &throttle_truth(15, 1_520_000_000)).unwrap();
+        check(&report(THROTTLE), &throttle_truth(19, 1_266_666_667)).unwrap();
+    }
+
+    #[test]
+    fn throttle_fails_on_a_count_outside_tolerance() {
+        // Truth 14: slack 2 + ceil(1.4) = 4, and 19 - 14 = 5.
+        let result = check(&report(THROTTLE), &throttle_truth(14, 1_520_000_000));
+        assert_fails(result, "nr_throttled 19 is not within ±4");
+    }
+
+    #[test]
+    fn throttle_fails_on_throttled_time_outside_tolerance() {
+        let result = check(&report(THROTTLE), &throttle_truth(19, 1_200_000_000));
+        assert_fails(result, "throttled_ns 1520000000 is not within ±20%");
+    }
+
+    #[test]
+    fn throttle_fails_without_throttling() {
+        let row = with(THROTTLE, "/throttling/0/nr_throttled", json!(0));
+        assert_fails(check(&row, &throttle_truth(1, 1)), "nr_throttled is 0");
+    }
+
+    #[test]
+    fn throttle_fails_on_a_wrong_quota_or_a_missing_row() {
+        let quota = with(THROTTLE, "/throttling/0/quota_us", json!(50000));
+        let result = check(&quota, &throttle_truth(19, 1_520_000_000));
+        assert_fails(
+            result,
+            "quota/period 50000/100000 us, the scenario set 15000/100000 us",
+        );
+        let missing = with(THROTTLE, "/throttling", json!([]));
+        let result = check(&missing, &throttle_truth(19, 1_520_000_000));
+        assert_fails(result, "no throttling row for /stalltop_throttled");
+    }
+}
