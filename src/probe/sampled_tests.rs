@@ -89,7 +89,10 @@ fn sampled_read_is_found(attach: AttachMode) {
     let calls: Vec<_> = ours.iter().filter(|c| c.nr == read).collect();
     // The call held CPU 1 throughout (a busy neighbour could split it:
     // then each part is its own record, all of the same call).
-    assert!(!calls.is_empty(), "the {wall} ns read was not found: {ours:#?}");
+    assert!(
+        !calls.is_empty(),
+        "the {wall} ns read was not found: {ours:#?}"
+    );
     for call in &calls {
         assert_eq!(call.task.cgroup, own_cgroup, "{call:?}");
         assert_eq!(
