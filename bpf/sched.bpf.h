@@ -456,9 +456,6 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 			wait_end(btf, cs, s, now, wait, steal_now, next, next_tid == cs->ksoftirqd_tid,
 				 next_cgroup, prev, prev_tid, ps);
 	}
-	/* A sampled call ends when its thread leaves the CPU. */
-	if (syscalls_sampled && cs && cs->sampled.ticks && cs->sampled.task.tid == prev_tid)
-		sampled_call_end(cs, now);
 }
 
 static __always_inline void on_task_exit(bool btf, struct task_struct *p)

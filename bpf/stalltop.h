@@ -256,11 +256,13 @@ struct slice {
 	__u8 comm[COMM_LEN];
 };
 
+#define SAMPLED_CALLS 2
+
 /* Sampled syscalls (no syscall hooks): a call the CPU sampler found in
  * progress, from consecutive ticks that found the same thread in the
  * kernel inside the same call (number and arguments from its saved user
- * registers). Ends when a tick finds something else or the thread leaves
- * the CPU. */
+ * registers). Ends when a tick finds its thread elsewhere, or another
+ * thread's call needs its slot, or no tick has found it for long. */
 struct sampled_call {
 	struct task_ref task;
 	__u64 arg0;
@@ -269,7 +271,7 @@ struct sampled_call {
 	__u64 last_tick;
 	__u32 ticks; /* 0: no call in progress */
 	__s32 nr;
-	__u32 path_ready; /* path_bufs holds its file (resolved while it ran) */
+	__u32 path_ready; /* its path_bufs slot holds its file (resolved while it ran) */
 	__u32 _pad;
 };
 
@@ -295,7 +297,9 @@ struct cpu_state {
 	__u32 _pad2;
 	__u64 refilled[KIND_MAX];
 	struct slice slices[SLICES];
-	struct sampled_call sampled;
+	/* One slot per thread found in a call: a short visitor (the task a
+	 * long call yields to) takes the other slot, not the long call's. */
+	struct sampled_call sampled[SAMPLED_CALLS];
 };
 
 /* Per-task state (map `tasks` or task storage). Internal to BPF. */

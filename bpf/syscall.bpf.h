@@ -155,18 +155,20 @@ struct path_buf {
 	__u64 inode;
 };
 
+/* Slot 0 for a call resolved and sent at once (hooked syscalls), then one
+ * per sampled-call slot (resolved while the call runs, sent when it ends). */
+#define PATH_BUFS (1 + SAMPLED_CALLS)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, PATH_BUFS);
 	__type(key, __u32);
 	__type(value, struct path_buf);
 } path_bufs SEC(".maps");
 
-static __always_inline struct path_buf *this_path_buf(void)
+static __always_inline struct path_buf *this_path_buf(__u32 slot)
 {
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&path_bufs, &zero);
+	return bpf_map_lookup_elem(&path_bufs, &slot);
 }
 
 /* The file behind `fd` of `task`, or NULL. */
@@ -184,7 +186,7 @@ static __always_inline struct file *file_of_fd(struct task_struct *task, __u32 f
 }
 
 /* Resolve the path of the running task's file descriptor `fd` into this
- * CPU's path_buf: components leaf first, crossing mount points up to the
+ * CPU's path_buf `slot`: components leaf first, crossing mount points up to the
  * root. Returns 1 when the buffer holds a path, 0 when the fd has no
  * file.
  *
@@ -193,7 +195,7 @@ static __always_inline struct file *file_of_fd(struct task_struct *task, __u32 f
  * (unknown to the verifier) rather than in registers, so every step looks
  * the same to it and older verifiers (6.1: a 1,000,000-instruction budget)
  * prune the walk instead of exploring each combination of path lengths. */
-__noinline int path_of_fd(__u32 fd)
+__noinline int path_of_fd(__u32 fd, __u32 slot)
 {
 	struct file *f = file_of_fd((struct task_struct *)bpf_get_current_task(), fd);
 	struct path_buf *b;
@@ -203,7 +205,7 @@ __noinline int path_of_fd(__u32 fd)
 
 	if (!f)
 		return 0;
-	b = this_path_buf();
+	b = this_path_buf(slot);
 	if (!b)
 		return 0;
 	b->kind = PATH_DENTRIES;
@@ -251,19 +253,19 @@ static __always_inline __u8 syscall_file_arg(__s32 nr)
 }
 
 /* Resolve the file the running task's call `nr` (with its first two
- * arguments) is about into path_buf: the path behind its fd, or the path
- * string it passed. Returns 1 when path_buf holds it. */
-static __always_inline int call_file_resolve(__s32 nr, __u64 arg0, __u64 arg1)
+ * arguments) is about into path_buf `slot`: the path behind its fd, or the
+ * path string it passed. Returns 1 when the buffer holds it. */
+static __always_inline int call_file_resolve(__s32 nr, __u64 arg0, __u64 arg1, __u32 slot)
 {
 	__u8 how = syscall_file_arg(nr);
 	struct path_buf *b;
 	long len;
 
 	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1)
-		return path_of_fd(how == SYSCALL_ARG_FD0 ? arg0 : arg1);
+		return path_of_fd(how == SYSCALL_ARG_FD0 ? arg0 : arg1, slot);
 	if (how != SYSCALL_ARG_PATH0 && how != SYSCALL_ARG_PATH1)
 		return 0;
-	b = this_path_buf();
+	b = this_path_buf(slot);
 	if (!b)
 		return 0;
 	len = bpf_probe_read_user_str(b->path, PATH_HALF,
@@ -276,14 +278,14 @@ static __always_inline int call_file_resolve(__s32 nr, __u64 arg0, __u64 arg1)
 	return 1;
 }
 
-/* Send a slow call of `task` (its file in path_buf when `resolved`). */
+/* Send a slow call of `task` (its file in path_buf `path_slot`, if >= 0). */
 static __always_inline void syscall_event_send(const struct task_ref *task, __s32 nr,
 					       __u64 arg0, __u64 arg1, __u64 now, __u64 wall,
-					       __u64 oncpu, __u64 softirq, bool resolved)
+					       __u64 oncpu, __u64 softirq, int path_slot)
 {
 	struct syscall_event *e = record_reserve(KIND_SYSCALL, sizeof(*e), now);
 	__u8 how = syscall_file_arg(nr);
-	struct path_buf *b = resolved ? this_path_buf() : NULL;
+	struct path_buf *b = path_slot >= 0 ? this_path_buf(path_slot) : NULL;
 
 	if (!e)
 		return;
@@ -333,7 +335,8 @@ static __always_inline void on_sys_exit(bool btf)
 
 		task_ref_set(btf, &task, current_task(btf), cgroup);
 		syscall_event_send(&task, c->nr, c->arg0, c->arg1, now, wall, c->oncpu_ns,
-				   c->softirq_ns, call_file_resolve(c->nr, c->arg0, c->arg1));
+				   c->softirq_ns,
+				   call_file_resolve(c->nr, c->arg0, c->arg1, 0) ? 0 : -1);
 	}
 	c->enter_ts = 0;
 }

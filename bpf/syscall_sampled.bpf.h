@@ -2,10 +2,14 @@
 /*
  * Sampled syscalls: no syscall hooks. The CPU sampler reads the running
  * task's syscall (number and arguments) from its saved user registers;
- * consecutive ticks that find the same thread in the same call on one CPU
- * make one call, which ends when a tick finds something else or
- * sched_switch takes the thread off the CPU. Its time on the CPU is known
- * to about a sampler period; its file is resolved while it runs.
+ * ticks on one CPU that find the same thread in the kernel in the same call
+ * (number and arguments) make one call, which ends when a tick finds that
+ * thread elsewhere (in user space, in another call), when no tick has found
+ * it for long, or when another thread's call needs its slot. Its time on
+ * the CPU is a period per tick, its wall time known to about a period; its
+ * file is resolved while it runs. Back-to-back calls with the same
+ * arguments that no tick sees apart read as one; a call that moves to
+ * another CPU reads as two.
  */
 #ifndef STALLTOP_SYSCALL_SAMPLED_BPF_H
 #define STALLTOP_SYSCALL_SAMPLED_BPF_H
@@ -57,51 +61,87 @@ static __always_inline __s32 syscall_in_progress(bool btf, struct task_struct *t
 	return nr;
 }
 
-/* The sampled call ends: count its time and send it if it held the CPU
- * past the on-CPU threshold. */
-static __always_inline void sampled_call_end(struct cpu_state *cs, __u64 now)
+/* A sampled call no tick has found for this many periods has ended (its
+ * thread sleeps, or runs on another CPU). */
+#define SAMPLED_STALE_PERIODS 100
+
+/* Sampled call `slot` has ended by `now`. Its time on a CPU is a period
+ * per tick; it began within a period before its first tick and ended
+ * within one after its last, each estimated at the middle. Count it, and
+ * send it if it held the CPU past the on-CPU threshold (a single tick says
+ * nothing of a call's length: it takes two). */
+static __always_inline void sampled_call_end(struct sampled_call *s, __u32 slot, __u64 now)
 {
-	struct sampled_call *s = &cs->sampled;
-	__u64 end = s->last_tick + sample_period_ns;
-	__u64 held;
+	__u64 start = s->first_tick - sample_period_ns / 2;
+	__u64 end = s->last_tick + sample_period_ns / 2;
+	__u64 oncpu = s->ticks * sample_period_ns;
+	__u64 wall;
 	struct syscall_stats *stats;
 
-	if (!s->ticks)
-		return;
 	if (end > now)
 		end = now;
-	held = end > s->first_tick ? end - s->first_tick : 0;
+	wall = end > start ? end - start : 0;
+	if (oncpu > wall)
+		wall = oncpu;
 	stats = syscall_stats_of(s->task.cgroup, s->nr);
 	if (stats) {
-		stats->wall_total_ns += held;
-		if (held > stats->max_ns)
-			stats->max_ns = held;
+		stats->wall_total_ns += wall;
+		if (wall > stats->max_ns)
+			stats->max_ns = wall;
 	}
-	if (held >= syscall_oncpu_threshold_ns)
-		syscall_event_send(&s->task, s->nr, s->arg0, s->arg1, end, held, held, 0,
-				   s->path_ready == 1);
+	if (s->ticks >= 2 && oncpu >= syscall_oncpu_threshold_ns)
+		syscall_event_send(&s->task, s->nr, s->arg0, s->arg1, end, wall, oncpu, 0,
+				   s->path_ready == 1 ? 1 + slot : -1);
 	s->ticks = 0;
 }
 
 /* A sampler tick at `now` on this CPU, running `tid`, in the kernel or
- * not (`in_kernel`). */
+ * not (`in_kernel`): the call it finds `tid` in continues or begins; a
+ * call `tid` was in before has ended, and so have calls no tick found
+ * for long. */
 static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __u32 tid,
 					      bool in_kernel, __u64 now)
 {
-	struct sampled_call *s = &cs->sampled;
 	struct task_struct *t = current_task(btf);
 	struct syscall_stats *stats;
-	__u64 arg0 = 0, arg1 = 0;
+	struct sampled_call *s;
+	__u64 arg0 = 0, arg1 = 0, oldest = now;
+	int mine = -1, free = -1, evict = 0;
 	__s32 nr = -1;
+	__u32 i;
 
 	if (tid && in_kernel)
 		nr = syscall_in_progress(btf, t, &arg0, &arg1);
-	if (s->ticks && (nr < 0 || s->task.tid != tid || s->nr != nr || s->arg0 != arg0 ||
-			 s->arg1 != arg1))
-		sampled_call_end(cs, now);
+	for (i = 0; i < SAMPLED_CALLS; i++) {
+		s = &cs->sampled[i];
+		if (!s->ticks) {
+			free = i;
+			continue;
+		}
+		if (s->task.tid == tid && nr == s->nr && arg0 == s->arg0 && arg1 == s->arg1) {
+			mine = i;
+			continue;
+		}
+		if (s->task.tid == tid || now - s->last_tick > SAMPLED_STALE_PERIODS * sample_period_ns) {
+			sampled_call_end(s, i, now);
+			free = i;
+			continue;
+		}
+		if (s->last_tick < oldest) {
+			oldest = s->last_tick;
+			evict = i;
+		}
+	}
 	if (nr < 0)
 		return;
-	if (!s->ticks) {
+	if (mine < 0) {
+		if (free < 0) {
+			free = evict;
+			sampled_call_end(&cs->sampled[free & (SAMPLED_CALLS - 1)],
+					 free & (SAMPLED_CALLS - 1), now);
+		}
+		mine = free;
+		s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];
 		task_ref_fill(btf, &s->task, t);
 		s->nr = nr;
 		s->arg0 = arg0;
@@ -109,6 +149,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 		s->first_tick = now;
 		s->path_ready = 0;
 	}
+	s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];
 	s->ticks++;
 	s->last_tick = now;
 	stats = syscall_stats_of(s->task.cgroup, nr);
@@ -118,17 +159,28 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 		stats->oncpu_total_ns += sample_period_ns;
 	}
 	/* Resolve the file once the call is long, while it still uses it. */
-	if (!s->path_ready && s->ticks * sample_period_ns >= syscall_oncpu_threshold_ns)
-		s->path_ready = call_file_resolve(nr, arg0, arg1) ? 1 : 2;
+	if (!s->path_ready && s->ticks >= 2 &&
+	    s->ticks * sample_period_ns >= syscall_oncpu_threshold_ns)
+		s->path_ready = call_file_resolve(nr, arg0, arg1, 1 + (mine & (SAMPLED_CALLS - 1))) ?
+					1 :
+					2;
 }
 
-/* The syscall `tid` is in by the sampler's account, or -1, and since when. */
+/* The syscall `tid` is in by the sampler's account on this CPU, or -1,
+ * and since when. */
 static __always_inline __s32 sampled_syscall_of(struct cpu_state *cs, __u32 tid, __u64 *since)
 {
-	if (!syscalls_sampled || !cs || !cs->sampled.ticks || cs->sampled.task.tid != tid)
+	__u32 i;
+
+	if (!syscalls_sampled || !cs)
 		return -1;
-	*since = cs->sampled.first_tick;
-	return cs->sampled.nr;
+	for (i = 0; i < SAMPLED_CALLS; i++) {
+		if (cs->sampled[i].ticks && cs->sampled[i].task.tid == tid) {
+			*since = cs->sampled[i].first_tick;
+			return cs->sampled[i].nr;
+		}
+	}
+	return -1;
 }
 
 #endif /* STALLTOP_SYSCALL_SAMPLED_BPF_H */

@@ -376,13 +376,20 @@ fn syscall_lines(index: usize, req: &DetailRequest<'_>) -> (String, Vec<Line>) {
         field("container", s.container.clone()),
         field(
             "calls",
-            format!(
-                "{}: p50 {}, p99 {}, max {}",
-                s.count,
-                format::duration(s.p50_ns),
-                format::duration(s.p99_ns),
-                format::duration(s.max_ns)
-            ),
+            match (s.p50_ns, s.p99_ns) {
+                (Some(p50), Some(p99)) => format!(
+                    "{}: p50 {}, p99 {}, max {}",
+                    s.count,
+                    format::duration(p50),
+                    format::duration(p99),
+                    format::duration(s.max_ns)
+                ),
+                _ => format!(
+                    "{} sampled: the longest held a CPU {} (per-call latency needs --syscalls exact)",
+                    s.count,
+                    format::duration(s.max_ns)
+                ),
+            },
         ),
         field(
             "time",

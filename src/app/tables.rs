@@ -771,7 +771,7 @@ fn syscall_cells(row: &SyscallRow) -> Vec<Segment> {
         Segment::plain(row.count.to_string()),
         Segment::new(format::duration(row.oncpu_total_ns), Tone::Strong),
         Segment::plain(format::duration(row.total_ns)),
-        Segment::plain(format::duration(row.p99_ns)),
+        Segment::plain(row.p99_ns.map_or("-".into(), format::duration)),
         Segment::plain(format::duration(row.max_ns)),
         Segment::plain(row.top_paths.first().map_or("-", |p| p.path.as_str())),
     ]

@@ -213,7 +213,12 @@ fn stalls_text(out: &mut String, r: &Report) {
         );
     }
 
-    let _ = writeln!(out, "\nSyscalls by kernel (on-CPU) time");
+    let sampled = if r.settings.syscalls == "sampled" {
+        ", sampled (per-call latency needs --syscalls exact)"
+    } else {
+        ""
+    };
+    let _ = writeln!(out, "\nSyscalls by kernel (on-CPU) time{sampled}");
     for c in r.syscalls.iter().take(10) {
         let top = c
             .top_paths
@@ -225,8 +230,8 @@ fn stalls_text(out: &mut String, r: &Report) {
             c.syscall,
             clip(&c.container, 24),
             c.count,
-            ms(c.p50_ns),
-            ms(c.p99_ns),
+            c.p50_ns.map_or("-".into(), ms),
+            c.p99_ns.map_or("-".into(), ms),
             ms(c.max_ns),
             ms(c.oncpu_total_ns)
         );

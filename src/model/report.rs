@@ -143,9 +143,14 @@ pub struct TakeoverRow {
 pub struct SyscallRow {
     pub syscall: String,
     pub container: String,
+    /// Calls: every one with hooked syscalls; with sampled ones, those a
+    /// sampler tick found in progress.
     pub count: u64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
+    /// Per-call wall-time percentiles: only with hooked syscalls
+    /// (`--syscalls exact`); null when sampled.
+    pub p50_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
+    /// Sampled: the longest time one call held a CPU.
     pub max_ns: u64,
     pub total_ns: u64,
     pub oncpu_total_ns: u64,
@@ -529,8 +534,8 @@ fn syscall_rows(a: &Analysis) -> Vec<SyscallRow> {
             top_paths: top_paths(a, nr, &container),
             container,
             count: acc.count,
-            p50_ns: acc.wall.quantile(0.5),
-            p99_ns: acc.wall.quantile(0.99),
+            p50_ns: (acc.wall.count() > 0).then(|| acc.wall.quantile(0.5)),
+            p99_ns: (acc.wall.count() > 0).then(|| acc.wall.quantile(0.99)),
             max_ns: acc.max_ns,
             total_ns: acc.total_ns,
             oncpu_total_ns: acc.oncpu_total_ns,

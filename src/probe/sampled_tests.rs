@@ -109,7 +109,8 @@ fn sampled_read_is_found(attach: AttachMode) {
         );
     }
     // Its time on the CPU to within two sampler periods: at least the
-    // thread's CPU clock (less a period at each end), at most its wall.
+    // thread's CPU clock (less a period at each end), at most its wall
+    // (and a period).
     let held: u64 = calls.iter().map(|c| c.oncpu_ns).sum();
     assert!(
         held + 2 * PERIOD_NS * calls.len() as u64 >= cpu && held <= wall + PERIOD_NS,

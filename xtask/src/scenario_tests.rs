@@ -37,6 +37,10 @@ pub struct Args {
     /// Run one scenario only (noisy-neighbour also runs quiet, its baseline).
     #[arg(long, value_name = "NAME")]
     only: Option<Name>,
+    /// stalltop's --syscalls mode for every recording.
+    #[arg(long, value_name = "MODE", default_value = "sampled",
+          value_parser = ["sampled", "exact", "off"])]
+    pub syscalls: String,
 }
 
 /// One scenario's recorded run.
@@ -62,7 +66,11 @@ struct Row {
 pub fn main(args: &Args) -> Result<()> {
     interrupt::install()?;
     let stalltop = stalltop_binary()?;
-    let workdir = std::env::temp_dir().join(format!("stalltop-scenarios-{}", process::id()));
+    let workdir = std::env::temp_dir().join(format!(
+        "stalltop-scenarios-{}-{}",
+        args.syscalls,
+        process::id()
+    ));
     fs::create_dir_all(&workdir).with_context(|| format!("mkdir {}", workdir.display()))?;
     let plan: &[Name] = match args.only {
         None => &[
@@ -89,7 +97,7 @@ pub fn main(args: &Args) -> Result<()> {
                 summary: String::new(),
             }
         } else {
-            run_checked(&stalltop, &workdir, name, &mut baseline)
+            run_checked(&stalltop, &workdir, name, &args.syscalls, &mut baseline)
                 .with_context(|| format!("recordings so far in {}", workdir.display()))?
         };
         if let Verdict::Fail(message) | Verdict::Inconclusive(message) = &row.verdict {
@@ -141,12 +149,13 @@ fn run_checked(
     stalltop: &Path,
     workdir: &Path,
     name: Name,
+    syscalls: &str,
     baseline: &mut Option<Report>,
 ) -> Result<Row> {
     let mut why = String::new();
     for attempt in 1..=RETRIES + 1 {
         wait_for_load_to_settle()?;
-        let recorded = match record(stalltop, workdir, name, attempt) {
+        let recorded = match record(stalltop, workdir, name, syscalls, attempt) {
             Ok(recorded) => recorded,
             Err(err) if interrupt::requested() => return Err(err),
             Err(err) => {
@@ -302,8 +311,14 @@ fn vm_contamination(name: Name, recorded: &Recorded, gaps: &IrqoffGaps) -> Optio
 }
 
 /// One attempt: stalltop records while the scenario runs in this process, then reports.
-fn record(stalltop: &Path, workdir: &Path, name: Name, attempt: u32) -> Result<Recorded> {
-    let stem = format!("{name}-{attempt}");
+fn record(
+    stalltop: &Path,
+    workdir: &Path,
+    name: Name,
+    syscalls: &str,
+    attempt: u32,
+) -> Result<Recorded> {
+    let stem = format!("{name}-{syscalls}-{attempt}");
     let recording = workdir.join(format!("{stem}.stl"));
     let record_for = DURATION + RECORD_EXTRA;
     eprintln!(
@@ -319,6 +334,7 @@ fn record(stalltop: &Path, workdir: &Path, name: Name, attempt: u32) -> Result<R
                 .arg("record")
                 .arg("-o")
                 .arg(&recording)
+                .args(["--syscalls", syscalls])
                 .args(["--duration", &stalltop_duration(record_for)]),
             "stalltop record",
             &workdir.join(format!("{stem}.record.log")),

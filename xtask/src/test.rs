@@ -34,7 +34,12 @@ pub fn main() -> Result<()> {
     step("release build", || {
         cargo(&["build", "--release", "-p", "stalltop"])
     })?;
-    step("scenario tests", || xtask(&["scenario-tests"]))?;
+    // Every scenario in every syscall mode (sampled is the default).
+    for mode in ["sampled", "exact", "off"] {
+        step(&format!("scenario tests, --syscalls {mode}"), || {
+            xtask(&["scenario-tests", "--syscalls", mode])
+        })?;
+    }
     step("terminal test", || xtask(&["tui-test"]))?;
     eprintln!("\n== all tests passed");
     Ok(())

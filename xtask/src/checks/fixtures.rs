@@ -16,6 +16,7 @@ pub const NOISY: &str = r#"{
       "duration_ns": 7000000000,
       "settings": {"runq_threshold_ns": 10000000, "stall_threshold_ns": 10000000,
                    "syscall_wall_threshold_ns": 10000000, "syscall_oncpu_threshold_ns": 1000000,
+                   "syscalls": "exact",
                    "sample_hz": 1000, "attach": "tp_btf"},
       "stalls": [], "takeovers": [], "culprits": [], "syscalls": [], "softirq": [],
       "softirq_stolen": [],
@@ -48,6 +49,7 @@ pub const QUIET: &str = r#"{
       "duration_ns": 7000000000,
       "settings": {"runq_threshold_ns": 10000000, "stall_threshold_ns": 10000000,
                    "syscall_wall_threshold_ns": 10000000, "syscall_oncpu_threshold_ns": 1000000,
+                   "syscalls": "exact",
                    "sample_hz": 1000, "attach": "tp_btf"},
       "stalls": [
         {"id": 0, "cpu": 0, "start_ns": 84, "duration_ns": 15000000, "kind": "runq",
@@ -91,6 +93,7 @@ pub const THROTTLE: &str = r#"{
       "duration_ns": 7000000000,
       "settings": {"runq_threshold_ns": 10000000, "stall_threshold_ns": 10000000,
                    "syscall_wall_threshold_ns": 10000000, "syscall_oncpu_threshold_ns": 1000000,
+                   "syscalls": "exact",
                    "sample_hz": 1000, "attach": "tp_btf"},
       "stalls": [], "takeovers": [], "culprits": [], "syscalls": [], "softirq": [],
       "softirq_stolen": [],
@@ -336,5 +339,31 @@ pub fn ksoftirqd_report() -> String {
             "run_total_ns": 1_900 * MS, "run_in_ksoftirqd_ns": 600 * MS}]);
     doc["softirq_stolen"] = json!([{"pid": 20, "comm": "hog", "vector": "NET_RX",
             "ns": 455 * MS, "count": 300}]);
+    doc.to_string()
+}
+
+/// A slow call as stalltop lists it: ended at `end` ms, with wall and on-CPU times in ms.
+fn listed(tid: u32, syscall: &str, path: Option<&str>, end: f64, wall: f64, oncpu: f64) -> Value {
+    let ns = |ms: f64| (ms * MS as f64) as u64;
+    json!({"ts_ns": ns(end), "tid": tid, "syscall": syscall, "path": path,
+           "wall_ns": ns(wall), "oncpu_ns": ns(oncpu)})
+}
+
+/// What stalltop reports for `slow_truth`'s run with sampled syscalls when it gets everything
+/// right: kernel time by sampler ticks, no percentiles, each long call listed once.
+pub fn sampled_slow_report() -> String {
+    let mut doc: Value = serde_json::from_str(&slow_report()).unwrap();
+    doc["settings"]["syscalls"] = json!("sampled");
+    for row in doc["syscalls"].as_array_mut().unwrap() {
+        row["p50_ns"] = Value::Null;
+        row["p99_ns"] = Value::Null;
+    }
+    doc["slow_syscalls"] = json!([
+        listed(11, "read", Some(SMAPS), 321.5, 21.0, 17.0),
+        listed(11, "munmap", None, 829.5, 129.0, 100.0),
+        listed(11, "getdents64", Some(DIR), 1129.5, 29.0, 20.0),
+        listed(11, "write", Some(FORCE_EMPTY), 1599.5, 99.0, 60.0),
+        listed(12, "fadvise64", Some(LOG), 1949.5, 49.0, 30.0),
+    ]);
     doc.to_string()
 }

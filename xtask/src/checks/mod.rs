@@ -10,6 +10,7 @@ pub mod noisy_neighbour;
 pub mod quiet;
 pub mod report;
 pub mod slow_syscall;
+pub mod slow_syscall_sampled;
 pub mod throttle;
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub struct Report {
     pub takeovers: Vec<Takeover>,
     pub culprits: Vec<CulpritRow>,
     pub syscalls: Vec<SyscallRow>,
+    #[serde(default)]
+    pub slow_syscalls: Vec<SlowSyscall>,
     pub softirq: Vec<SoftirqRow>,
     pub softirq_stolen: Vec<StolenRow>,
 }
@@ -28,6 +30,21 @@ pub struct Settings {
     pub stall_threshold_ns: u64,
     pub syscall_wall_threshold_ns: u64,
     pub syscall_oncpu_threshold_ns: u64,
+    pub sample_hz: u32,
+    /// "sampled", "exact" or "off".
+    pub syscalls: String,
+}
+
+/// A call stalltop listed as slow.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct SlowSyscall {
+    /// When it returned (sampled: when it left the CPU).
+    pub ts_ns: u64,
+    pub tid: u32,
+    pub syscall: String,
+    pub path: Option<String>,
+    pub wall_ns: u64,
+    pub oncpu_ns: u64,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -96,8 +113,9 @@ pub struct SyscallRow {
     pub syscall: String,
     pub container: String,
     pub count: u64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
+    /// None when sampled.
+    pub p50_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
     pub max_ns: u64,
     pub total_ns: u64,
     pub oncpu_total_ns: u64,

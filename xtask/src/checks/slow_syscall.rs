@@ -30,6 +30,11 @@ const QUANTILE_SLACK_NS: u64 = 1_000;
 /// by a call past the runq threshold, the stall names the culprit and its syscall. Every failure
 /// is listed, not just the first.
 pub fn check(report: &Report, truth: &slow_syscall::Truth) -> Result<(), String> {
+    match report.settings.syscalls.as_str() {
+        "sampled" => return super::slow_syscall_sampled::check(report, truth),
+        "off" => return super::slow_syscall_sampled::check_off(report, truth),
+        _ => {}
+    }
     let mut failures = Vec::new();
     for call in &truth.calls {
         if let Err(message) = long_call(report, truth, call) {
@@ -47,7 +52,7 @@ pub fn check(report: &Report, truth: &slow_syscall::Truth) -> Result<(), String>
 }
 
 /// A report path (or pattern with `*` components) names `path`.
-fn path_matches(pattern: &str, path: &str) -> bool {
+pub(super) fn path_matches(pattern: &str, path: &str) -> bool {
     let (p, q): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), path.split('/').collect());
     p.len() == q.len() && p.iter().zip(&q).all(|(a, b)| a == b || *a == "*")
 }
@@ -221,7 +226,23 @@ fn long_call(
             call.calls.len()
         ));
     }
-    for timing in &slow {
+    stalls_name_the_calls(report, truth, call, &slow, true).or_else(fail)
+}
+
+/// Stalls during the slow calls `slow` of `call` that name it get its file right, and a call
+/// that held the CPU throughout while the victim woke late is named by a stall the victim waited
+/// in (with its syscall when `with_syscall`: stalltop knew which call the culprit was in).
+pub(super) fn stalls_name_the_calls(
+    report: &Report,
+    truth: &slow_syscall::Truth,
+    call: &slow_syscall::Call,
+    slow: &[&slow_syscall::Timing],
+    with_syscall: bool,
+) -> Result<(), String> {
+    let names_call = |c: &super::report::Culprit| {
+        c.tid == call.tid && (!with_syscall || c.syscall.as_deref() == Some(call.syscall))
+    };
+    for timing in slow {
         let overlapping = |stall: &&Stall| {
             stall.start_ns < timing.end_ns && stall.start_ns + stall.duration_ns > timing.start_ns
         };
@@ -235,7 +256,7 @@ fn long_call(
             }
             if let (Some(reported), Some(path)) = (&culprit.path, &call.path) {
                 if !path_matches(reported, path) {
-                    return fail(format!(
+                    return Err(format!(
                         "a stall names the call's file {reported}:\n{}",
                         pretty(stall)
                     ));
@@ -247,16 +268,14 @@ fn long_call(
         if timing.switches <= 1 && timing.victim_late_ns >= required_late {
             let named = report.stalls.iter().filter(overlapping).any(|stall| {
                 stall.waited.comm.as_deref() == Some(truth.victim_comm)
-                    && stall.culprit.as_ref().is_some_and(|c| {
-                        c.tid == call.tid && c.syscall.as_deref() == Some(call.syscall)
-                    })
+                    && stall.culprit.as_ref().is_some_and(names_call)
             });
             if !named {
                 let candidates: Vec<&Stall> = report.stalls.iter().filter(overlapping).collect();
-                return fail(format!(
+                return Err(format!(
                     "the call held CPU {} for {} ns without yielding and the victim woke {} ns \
                      late meanwhile (>= runq threshold {} + {} ns), but no stall in which the \
-                     victim waited names {} (tid {}) in `{}`; stalls overlapping the call:\n{}",
+                     victim waited names {} (tid {}){}; stalls overlapping the call:\n{}",
                     truth.cpu,
                     timing.wall_ns - timing.runq_wait_ns,
                     timing.victim_late_ns,
@@ -264,7 +283,11 @@ fn long_call(
                     VICTIM_MARGIN_NS,
                     truth.comm,
                     call.tid,
-                    call.syscall,
+                    if with_syscall {
+                        format!(" in `{}`", call.syscall)
+                    } else {
+                        String::new()
+                    },
                     pretty(&candidates)
                 ));
             }
@@ -301,8 +324,8 @@ fn fadvise_distribution(report: &Report, truth: &slow_syscall::Fadvise) -> Resul
         ));
     }
     for (name, reported, low, high) in [
-        ("p50", row.p50_ns, least.p50_ns, wall.p50_ns),
-        ("p99", row.p99_ns, least.p99_ns, wall.p99_ns),
+        ("p50", row.p50_ns.unwrap_or(0), least.p50_ns, wall.p50_ns),
+        ("p99", row.p99_ns.unwrap_or(0), least.p99_ns, wall.p99_ns),
         ("max", row.max_ns, least.max_ns, wall.max_ns),
     ] {
         let floor = (low - percent_of(low, QUANTILE_PERCENT)).saturating_sub(QUANTILE_SLACK_NS);
