@@ -74,6 +74,32 @@ static __always_inline struct cpu_state *this_cpu(void)
 	return bpf_map_lookup_elem(&cpus, &zero);
 }
 
+/* Count an invocation of `probe`; time one in PROBE_COST_EVERY (returns
+ * its start, else 0). */
+static __always_inline __u64 cost_start(struct cpu_state *cs, enum probe_kind probe)
+{
+	if (!cs || probe >= PROBE_MAX)
+		return 0;
+	return cs->cost[probe].runs++ & (PROBE_COST_EVERY - 1) ? 0 : bpf_ktime_get_ns();
+}
+
+static __always_inline void cost_end(struct cpu_state *cs, enum probe_kind probe, __u64 start)
+{
+	if (!cs || !start || probe >= PROBE_MAX)
+		return;
+	cs->cost[probe].timed++;
+	cs->cost[probe].timed_ns += bpf_ktime_get_ns() - start;
+}
+
+/* Run `body` as an invocation of `probe`, counted and now and then timed. */
+#define COSTED(probe, body)                                      \
+	do {                                                     \
+		struct cpu_state *cost_cs_ = this_cpu();         \
+		__u64 cost_start_ = cost_start(cost_cs_, probe); \
+		body;                                            \
+		cost_end(cost_cs_, probe, cost_start_);          \
+	} while (0)
+
 static __always_inline void count(__u32 slot)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &slot);

@@ -223,12 +223,6 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
 	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
 	sl->kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
-	sl->syscall = -1;
-	if (syscalls_sampled && prev_tid) {
-		__u64 arg0, arg1;
-
-		sl->syscall = syscall_in_progress(btf, prev, &arg0, &arg1);
-	}
 	comm_copy(btf, sl->comm, prev);
 }
 
@@ -288,17 +282,18 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
 	if (wait < (next_is_ksoftirqd ? takeover_threshold_ns : runq_threshold_ns))
 		return;
-	/* The syscall the holder was in: from its state (hooked syscalls), or
-	 * from its saved registers when it left (sampled). */
+	/* The syscall the holder was in: from its state (hooked syscalls); or
+	 * the call the sampler found it in, else, for the task leaving now,
+	 * from its saved registers (sampled). */
 	if (holder.tid == prev_tid && ps && ps->call.enter_ts) {
 		held_syscall = ps->call.nr;
 		held_since = ps->call.enter_ts;
 	} else if (syscalls_sampled && holder.tid) {
-		__u64 since = 0, arg0, arg1;
+		__u64 arg0, arg1;
 
-		held_syscall = longest ? longest->syscall : syscall_in_progress(btf, prev, &arg0, &arg1);
-		if (held_syscall >= 0 && sampled_syscall_of(cs, holder.tid, &since) == held_syscall)
-			held_since = since;
+		held_syscall = sampled_syscall_of(cs, holder.tid, &held_since);
+		if (held_syscall < 0 && holder.tid == prev_tid)
+			held_syscall = syscall_in_progress(btf, prev, &arg0, &arg1);
 	}
 	runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait, steal_now,
 			next, next_cgroup, &holder, held_syscall, held_since);

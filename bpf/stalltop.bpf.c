@@ -32,20 +32,21 @@ struct syscall_stats _syscall_stats = {};
 struct syscall_slot _syscall_slot = {};
 struct sample_event _sample_event = {};
 struct cpu_state _cpu_state = {};
+enum probe_kind _probe_kind = PROBE_SCHED_SWITCH;
 
 /* sched_switch gained a 4th argument (prev_state) in 5.18; only the three
  * every kernel passes are declared, so no program reads past them. */
 SEC("?tp_btf/sched_switch")
 int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(true, preempt, prev, next);
+	COSTED(PROBE_SCHED_SWITCH, on_switch(true, preempt, prev, next));
 	return 0;
 }
 
 SEC("?raw_tp/sched_switch")
 int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(false, preempt, prev, next);
+	COSTED(PROBE_SCHED_SWITCH, on_switch(false, preempt, prev, next));
 	return 0;
 }
 
@@ -54,112 +55,112 @@ int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct ta
 SEC("?tp_btf/sched_wakeup")
 int BPF_PROG(btf_sched_wakeup, struct task_struct *p)
 {
-	on_wakeup(true, p);
+	COSTED(PROBE_SCHED_WAKEUP, on_wakeup(true, p));
 	return 0;
 }
 
 SEC("?raw_tp/sched_wakeup")
 int BPF_PROG(raw_sched_wakeup, struct task_struct *p)
 {
-	on_wakeup(false, p);
+	COSTED(PROBE_SCHED_WAKEUP, on_wakeup(false, p));
 	return 0;
 }
 
 SEC("?tp_btf/sched_wakeup_new")
 int BPF_PROG(btf_sched_wakeup_new, struct task_struct *p)
 {
-	on_wakeup(true, p);
+	COSTED(PROBE_SCHED_WAKEUP, on_wakeup(true, p));
 	return 0;
 }
 
 SEC("?raw_tp/sched_wakeup_new")
 int BPF_PROG(raw_sched_wakeup_new, struct task_struct *p)
 {
-	on_wakeup(false, p);
+	COSTED(PROBE_SCHED_WAKEUP, on_wakeup(false, p));
 	return 0;
 }
 
 SEC("?tp_btf/sched_process_exit")
 int BPF_PROG(btf_sched_process_exit, struct task_struct *p)
 {
-	on_task_exit(true, p);
+	COSTED(PROBE_SCHED_PROCESS_EXIT, on_task_exit(true, p));
 	return 0;
 }
 
 SEC("?raw_tp/sched_process_exit")
 int BPF_PROG(raw_sched_process_exit, struct task_struct *p)
 {
-	on_task_exit(false, p);
+	COSTED(PROBE_SCHED_PROCESS_EXIT, on_task_exit(false, p));
 	return 0;
 }
 
 SEC("?tp_btf/softirq_raise")
 int BPF_PROG(btf_softirq_raise, unsigned int vec)
 {
-	on_softirq_raise(vec);
+	COSTED(PROBE_SOFTIRQ_RAISE, on_softirq_raise(vec));
 	return 0;
 }
 
 SEC("?raw_tp/softirq_raise")
 int BPF_PROG(raw_softirq_raise, unsigned int vec)
 {
-	on_softirq_raise(vec);
+	COSTED(PROBE_SOFTIRQ_RAISE, on_softirq_raise(vec));
 	return 0;
 }
 
 SEC("?tp_btf/softirq_entry")
 int BPF_PROG(btf_softirq_entry, unsigned int vec)
 {
-	on_softirq_entry(true, vec);
+	COSTED(PROBE_SOFTIRQ_ENTRY, on_softirq_entry(true, vec));
 	return 0;
 }
 
 SEC("?raw_tp/softirq_entry")
 int BPF_PROG(raw_softirq_entry, unsigned int vec)
 {
-	on_softirq_entry(false, vec);
+	COSTED(PROBE_SOFTIRQ_ENTRY, on_softirq_entry(false, vec));
 	return 0;
 }
 
 SEC("?tp_btf/softirq_exit")
 int BPF_PROG(btf_softirq_exit, unsigned int vec)
 {
-	on_softirq_exit(vec);
+	COSTED(PROBE_SOFTIRQ_EXIT, on_softirq_exit(vec));
 	return 0;
 }
 
 SEC("?raw_tp/softirq_exit")
 int BPF_PROG(raw_softirq_exit, unsigned int vec)
 {
-	on_softirq_exit(vec);
+	COSTED(PROBE_SOFTIRQ_EXIT, on_softirq_exit(vec));
 	return 0;
 }
 
 SEC("?tp_btf/sys_enter")
 int BPF_PROG(btf_sys_enter, struct pt_regs *regs, long id)
 {
-	on_sys_enter(true, regs, id);
+	COSTED(PROBE_SYS_ENTER, on_sys_enter(true, regs, id));
 	return 0;
 }
 
 SEC("?raw_tp/sys_enter")
 int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
 {
-	on_sys_enter(false, regs, id);
+	COSTED(PROBE_SYS_ENTER, on_sys_enter(false, regs, id));
 	return 0;
 }
 
 SEC("?tp_btf/sys_exit")
 int BPF_PROG(btf_sys_exit, struct pt_regs *regs, long ret)
 {
-	on_sys_exit(true);
+	COSTED(PROBE_SYS_EXIT, on_sys_exit(true));
 	return 0;
 }
 
 SEC("?raw_tp/sys_exit")
 int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
 {
-	on_sys_exit(false);
+	COSTED(PROBE_SYS_EXIT, on_sys_exit(false));
 	return 0;
 }
 
@@ -168,11 +169,13 @@ int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
 SEC("?perf_event")
 int btf_cpu_sample(struct bpf_perf_event_data *ctx)
 {
-	return on_sample(true, ctx);
+	COSTED(PROBE_CPU_SAMPLE, on_sample(true, ctx));
+	return 0;
 }
 
 SEC("?perf_event")
 int raw_cpu_sample(struct bpf_perf_event_data *ctx)
 {
-	return on_sample(false, ctx);
+	COSTED(PROBE_CPU_SAMPLE, on_sample(false, ctx));
+	return 0;
 }

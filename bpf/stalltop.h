@@ -251,8 +251,7 @@ struct slice {
 	__u32 pid;
 	__u32 tid;
 	__u32 kthread;
-	/* sampled syscalls: the syscall the task was in when it left (-1: none) */
-	__s32 syscall;
+	__u32 _pad;
 	__u8 comm[COMM_LEN];
 };
 
@@ -280,6 +279,30 @@ struct sampled_call {
 #define SLICES 8
 #define SLICE_MIN_NS 250000
 
+/* stalltop's own cost, per probe (cpu_state.cost): every invocation is
+ * counted, one in PROBE_COST_EVERY is timed (no host-wide BPF statistics
+ * needed). */
+enum probe_kind {
+	PROBE_SCHED_SWITCH,
+	PROBE_SCHED_WAKEUP,
+	PROBE_SCHED_PROCESS_EXIT,
+	PROBE_SOFTIRQ_RAISE,
+	PROBE_SOFTIRQ_ENTRY,
+	PROBE_SOFTIRQ_EXIT,
+	PROBE_SYS_ENTER,
+	PROBE_SYS_EXIT,
+	PROBE_CPU_SAMPLE,
+	PROBE_MAX,
+};
+
+#define PROBE_COST_EVERY 64
+
+struct probe_cost {
+	__u64 runs;
+	__u64 timed;
+	__u64 timed_ns;
+};
+
 /* Per-CPU state (per-CPU map `cpus`); user space seeds ksoftirqd_tid. */
 struct cpu_state {
 	__u64 softirq_raised[NR_SOFTIRQ_VECTORS]; /* first raise while not pending */
@@ -300,6 +323,7 @@ struct cpu_state {
 	/* One slot per thread found in a call: a short visitor (the task a
 	 * long call yields to) takes the other slot, not the long call's. */
 	struct sampled_call sampled[SAMPLED_CALLS];
+	struct probe_cost cost[PROBE_MAX];
 };
 
 /* Per-task state (map `tasks` or task storage). Internal to BPF. */

@@ -284,11 +284,15 @@ static __always_inline void syscall_event_send(const struct task_ref *task, __s3
 					       __u64 oncpu, __u64 softirq, int path_slot)
 {
 	struct syscall_event *e = record_reserve(KIND_SYSCALL, sizeof(*e), now);
-	__u8 how = syscall_file_arg(nr);
-	struct path_buf *b = path_slot >= 0 ? this_path_buf(path_slot) : NULL;
+	struct path_buf *b;
+	__u8 how;
 
+	/* (Checked before anything else: older verifiers lose track of the
+	 * reservation when the check comes later.) */
 	if (!e)
 		return;
+	how = syscall_file_arg(nr);
+	b = path_slot >= 0 ? this_path_buf(path_slot) : NULL;
 	e->task = *task;
 	e->wall_ns = wall;
 	e->oncpu_ns = oncpu;

@@ -224,11 +224,9 @@ pub fn session_header(
 }
 
 /// The probe configuration and the hierarchy to attribute by, from the
-/// command line and this host; `self_cost` turns on BPF run-time
-/// statistics so the probes' own cost can be shown.
+/// command line and this host.
 pub fn probe_config(
     args: &crate::cli::ProbeArgs,
-    self_cost: bool,
 ) -> Result<(ProbeConfig, Hierarchy), crate::Failure> {
     probe::preflight()?;
     let hierarchy = Hierarchy::detect()?;
@@ -243,7 +241,6 @@ pub fn probe_config(
         syscalls: args.syscall_mode(),
         cgroup_v1_cpu: hierarchy.uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
-        self_cost,
         features: probe::KernelFeatures::detect(),
     };
     Ok((config, hierarchy))

@@ -97,7 +97,8 @@ pub struct KernelSnapshot {
     pub softirq_stolen: Vec<SoftirqStolen>,
     pub syscalls: Vec<SyscallStats>,
     pub counters: Counters,
-    /// Cost of each loaded program (needs kernel.bpf_stats_enabled=1).
+    /// Cost of each probe: its invocations, and its run time estimated
+    /// from the one in PROBE_COST_EVERY (bpf/stalltop.h) it times itself.
     pub programs: Vec<ProgramCost>,
 }
 

@@ -123,8 +123,8 @@ fn rates(previous: &KernelSnapshot, latest: &KernelSnapshot, records: u64) -> Ra
     let (count_after, ns_after) = total(latest);
     let runs = count_after.saturating_sub(count_before) as f64;
     let run_ns = ns_after.saturating_sub(ns_before) as f64;
-    // Run counts and times stay 0 when the probes were not asked for their
-    // cost (`record`) or kernel.bpf_stats_enabled could not be set.
+    // Run times stay 0 in recordings made before the probes timed
+    // themselves.
     let has_cost = ns_after > 0;
     Rates {
         events_per_s: (count_after > 0).then(|| runs / seconds),

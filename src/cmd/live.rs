@@ -24,7 +24,7 @@ use crate::{ui, Failure};
 const ENTRY_QUEUE: usize = 256;
 
 pub async fn run(probe_args: &ProbeArgs, delay: Duration) -> Result<(), Failure> {
-    let (config, hierarchy) = source::probe_config(probe_args, true)?;
+    let (config, hierarchy) = source::probe_config(probe_args)?;
     let start_ns = host::monotonic_ns();
     let (tx, entries) = mpsc::channel::<Entry>(ENTRY_QUEUE);
     let source = LiveSource::start(config.clone(), hierarchy.clone(), tx)?;

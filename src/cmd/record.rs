@@ -15,7 +15,7 @@ use crate::Failure;
 
 pub async fn run(args: &RecordArgs, probe_args: &ProbeArgs) -> Result<(), Failure> {
     // Headless: nobody watches the probes' cost, so do not pay for it.
-    let (config, hierarchy) = source::probe_config(probe_args, false)?;
+    let (config, hierarchy) = source::probe_config(probe_args)?;
     let start_ns = host::monotonic_ns();
     let (tx, mut rx) = mpsc::channel::<Entry>(256);
     let source = LiveSource::start(config.clone(), hierarchy.clone(), tx)?;

@@ -70,9 +70,6 @@ pub struct ProbeConfig {
     pub cgroup_v1_cpu: bool,
     /// (cpu, thread id) of every ksoftirqd/N thread.
     pub ksoftirqd: Vec<(u32, u32)>,
-    /// Keep BPF run-time statistics on so stalltop can show its own cost
-    /// (adds a clock pair to every probe invocation).
-    pub self_cost: bool,
     /// What the kernel offers; tests change it to force fallbacks.
     pub features: KernelFeatures,
 }

@@ -2,12 +2,10 @@
 //! counters) and the programs' run statistics into a `KernelSnapshot`.
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsFd, AsRawFd};
 
-use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::loader::{self, Loaded, SyscallMode};
+use super::loader::{Loaded, SyscallMode};
 use super::skel::{types, StalltopSkel};
 use crate::event::{comm_str, kind_name, KIND_MAX};
 use crate::histogram::Histogram;
@@ -43,12 +41,57 @@ pub fn snapshot(loaded: &Loaded<'_>, ts_ns: u64) -> KernelSnapshot {
             Vec::new()
         },
         counters: read_counters(skel),
-        programs: loaded
-            .instances
-            .iter()
-            .flat_map(|i| read_program_costs(&i.skel))
-            .collect(),
+        programs: read_probe_costs(skel),
     }
+}
+
+/// Probes in `enum probe_kind` order (bpf/stalltop.h): the slots of
+/// cpu_state.cost.
+pub(super) const PROBE_NAMES: [&str; 9] = [
+    "sched_switch",
+    "sched_wakeup",
+    "sched_process_exit",
+    "softirq_raise",
+    "softirq_entry",
+    "softirq_exit",
+    "sys_enter",
+    "sys_exit",
+    "cpu_sample",
+];
+
+/// Each probe's invocations on all CPUs and its estimated run time: the
+/// probes time one invocation in PROBE_COST_EVERY themselves (no
+/// host-wide BPF statistics).
+fn read_probe_costs(skel: &StalltopSkel<'_>) -> Vec<ProgramCost> {
+    let Some(per_cpu) = skel
+        .maps
+        .cpus
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .ok()
+        .flatten()
+    else {
+        return Vec::new();
+    };
+    let states: Vec<types::cpu_state> = per_cpu.iter().filter_map(|v| read_plain(v)).collect();
+    PROBE_NAMES
+        .iter()
+        .enumerate()
+        .filter_map(|(probe, name)| {
+            let (runs, timed, timed_ns) = states.iter().fold((0u64, 0u64, 0u64), |acc, s| {
+                let c = &s.cost[probe];
+                (acc.0 + c.runs, acc.1 + c.timed, acc.2 + c.timed_ns)
+            });
+            (runs > 0).then(|| ProgramCost {
+                name: (*name).to_string(),
+                run_count: runs,
+                run_time_ns: if timed > 0 {
+                    (u128::from(timed_ns) * u128::from(runs) / u128::from(timed)) as u64
+                } else {
+                    0
+                },
+            })
+        })
+        .collect()
 }
 
 /// Every key of a per-CPU hash map with its value on each CPU; entries
@@ -170,23 +213,6 @@ pub(super) fn read_syscalls(skel: &StalltopSkel<'_>) -> Vec<SyscallStats> {
     rows.into_values().collect()
 }
 
-/// run_cnt / run_time_ns of each loaded program (zero unless
-/// kernel.bpf_stats_enabled is 1).
-fn read_program_costs(skel: &StalltopSkel<'_>) -> Vec<ProgramCost> {
-    skel.object()
-        .progs()
-        .filter(|p| p.autoload())
-        .filter_map(|p| {
-            let info = loader::prog_info(p.as_fd().as_raw_fd())?;
-            Some(ProgramCost {
-                name: p.name().to_string_lossy().into_owned(),
-                run_count: info.run_cnt,
-                run_time_ns: info.run_time_ns,
-            })
-        })
-        .collect()
-}
-
 /// Run-queue stats per cgroup: each CPU's array slots (owned by the first
 /// cgroup hashed there) plus the hash of the rest.
 fn read_runq(skel: &StalltopSkel<'_>) -> Vec<CgroupRunq> {
@@ -267,4 +293,29 @@ fn read_plain<T: plain::Plain + Default>(bytes: &[u8]) -> Option<T> {
     let mut value = T::default();
     plain::copy_from_bytes(&mut value, bytes).ok()?;
     Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PROBE_NAMES follows `enum probe_kind` in bpf/stalltop.h, one name
+    /// per slot of the generated cpu_state.cost.
+    #[test]
+    fn probe_names_follow_the_abi_enum() {
+        let header = include_str!("../../bpf/stalltop.h");
+        let body = header
+            .split("enum probe_kind {")
+            .nth(1)
+            .and_then(|rest| rest.split('}').next())
+            .expect("enum probe_kind in bpf/stalltop.h");
+        let enumerators: Vec<String> = body
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty() && *e != "PROBE_MAX")
+            .map(|e| e.trim_start_matches("PROBE_").to_lowercase())
+            .collect();
+        assert_eq!(enumerators, PROBE_NAMES);
+        assert_eq!(types::cpu_state::default().cost.len(), PROBE_NAMES.len());
+    }
 }

@@ -2,7 +2,6 @@
 //! byte buffer, and snapshots of the aggregate maps on demand.
 
 use std::cell::RefCell;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -30,9 +29,6 @@ pub struct Session<'obj> {
     ring: RingBuffer<'static>,
     pending: Rc<RefCell<Vec<u8>>>,
     loaded: Loaded<'obj>,
-    /// Keeps run-time statistics on while held, so stalltop can show its
-    /// own cost; the kernel turns them off when the last holder closes.
-    _stats: Option<OwnedFd>,
 }
 
 impl<'obj> Session<'obj> {
@@ -61,7 +57,6 @@ impl<'obj> Session<'obj> {
             ring,
             pending,
             loaded,
-            _stats: config.self_cost.then(enable_run_time_stats).flatten(),
         })
     }
 
@@ -90,20 +85,4 @@ impl<'obj> Session<'obj> {
     pub fn snapshot(&self, ts_ns: u64) -> KernelSnapshot {
         maps::snapshot(&self.loaded, ts_ns)
     }
-}
-
-fn enable_run_time_stats() -> Option<OwnedFd> {
-    // SAFETY: plain syscall wrapper; a non-negative result is a new fd we own.
-    let fd = unsafe {
-        libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
-    };
-    if fd < 0 {
-        tracing::warn!(
-            "BPF run-time statistics unavailable: {}",
-            std::io::Error::last_os_error()
-        );
-        return None;
-    }
-    // SAFETY: `fd` was just returned to us and is owned by nobody else.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }

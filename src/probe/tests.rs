@@ -35,7 +35,6 @@ pub(super) fn config(attach: AttachMode) -> ProbeConfig {
             .expect("a cgroup hierarchy")
             .uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
-        self_cost: false,
         features: KernelFeatures::detect(),
     }
 }
@@ -184,6 +183,24 @@ fn fight_once(config: &ProbeConfig) -> Result<(), Contaminated> {
             snapshot.preemptors
         );
     }
+    // stalltop times its own probes: its cost is known without turning on
+    // BPF statistics for every program on the host.
+    let switches = snapshot
+        .programs
+        .iter()
+        .find(|p| p.name == "sched_switch")
+        .unwrap_or_else(|| panic!("no sched_switch cost: {:?}", snapshot.programs));
+    assert!(
+        switches.run_count > 0 && switches.run_time_ns > 0,
+        "{switches:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
+            .unwrap()
+            .trim(),
+        "0",
+        "host-wide BPF statistics are on"
+    );
     assert!(snapshot.counters.lost.iter().all(|(_, n)| *n == 0));
     if config.syscalls == SyscallMode::Off {
         assert!(snapshot.syscalls.is_empty(), "{:?}", snapshot.syscalls);
