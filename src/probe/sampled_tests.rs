@@ -103,10 +103,7 @@ fn sampled_read_is_found(attach: AttachMode) {
             },
             "{call:?}"
         );
-        assert_eq!(
-            call.oncpu_ns, call.wall_ns,
-            "sampled: the time it held the CPU"
-        );
+        assert!(call.oncpu_ns <= call.wall_ns + PERIOD_NS, "{call:?}");
     }
     // Its time on the CPU to within two sampler periods: at least the
     // thread's CPU clock (less a period at each end), at most its wall
