@@ -268,6 +268,9 @@ struct sampled_call {
 	__u64 arg1;
 	__u64 first_tick;
 	__u64 last_tick;
+	/* the thread's completed read and write calls at the first tick: a
+	 * change means the call seen since is another */
+	__u64 io_calls;
 	__u32 ticks; /* 0: no call in progress */
 	__s32 nr;
 	__u32 path_ready; /* its path_bufs slot holds its file (resolved while it ran) */

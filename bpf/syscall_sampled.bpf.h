@@ -8,8 +8,8 @@
  * it for long, or when another thread's call needs its slot. Its time on
  * the CPU is a period per tick, its wall time known to about a period; its
  * file is resolved while it runs. Back-to-back calls with the same
- * arguments that no tick sees apart read as one; a call that moves to
- * another CPU reads as two.
+ * arguments that no tick sees apart read as one, unless a read or write
+ * came between them; a call that moves to another CPU reads as two.
  */
 #ifndef STALLTOP_SYSCALL_SAMPLED_BPF_H
 #define STALLTOP_SYSCALL_SAMPLED_BPF_H
@@ -61,6 +61,17 @@ static __always_inline __s32 syscall_in_progress(bool btf, struct task_struct *t
 	return nr;
 }
 
+/* Read and write calls task `t` has completed (CONFIG_TASK_XACCT; 0
+ * without it): they tell apart two calls with the same arguments when a
+ * read or write came between them, as in a loop that writes then
+ * fadvises. */
+static __always_inline __u64 io_calls_of(bool btf, struct task_struct *t)
+{
+	if (!bpf_core_field_exists(t->ioac))
+		return 0;
+	return FIELD(btf, t, ioac.syscr) + FIELD(btf, t, ioac.syscw);
+}
+
 /* A sampled call no tick has found for this many periods has ended (its
  * thread sleeps, or runs on another CPU). */
 #define SAMPLED_STALE_PERIODS 100
@@ -105,20 +116,23 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 	struct task_struct *t = current_task(btf);
 	struct syscall_stats *stats;
 	struct sampled_call *s;
-	__u64 arg0 = 0, arg1 = 0, oldest = now;
+	__u64 arg0 = 0, arg1 = 0, io_calls = 0, oldest = now;
 	int mine = -1, free = -1, evict = 0;
 	__s32 nr = -1;
 	__u32 i;
 
 	if (tid && in_kernel)
 		nr = syscall_in_progress(btf, t, &arg0, &arg1);
+	if (nr >= 0)
+		io_calls = io_calls_of(btf, t);
 	for (i = 0; i < SAMPLED_CALLS; i++) {
 		s = &cs->sampled[i];
 		if (!s->ticks) {
 			free = i;
 			continue;
 		}
-		if (s->task.tid == tid && nr == s->nr && arg0 == s->arg0 && arg1 == s->arg1) {
+		if (s->task.tid == tid && nr == s->nr && arg0 == s->arg0 && arg1 == s->arg1 &&
+		    io_calls == s->io_calls) {
 			mine = i;
 			continue;
 		}
@@ -147,6 +161,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 		s->arg0 = arg0;
 		s->arg1 = arg1;
 		s->first_tick = now;
+		s->io_calls = io_calls;
 		s->path_ready = 0;
 	}
 	s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];
