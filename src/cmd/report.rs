@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::cli::ReportArgs;
 use crate::model::{Analysis, Report};
-use crate::record;
+use crate::record::{self, Recording};
 use crate::Failure;
 
 pub fn run(args: &ReportArgs) -> Result<(), Failure> {
@@ -23,18 +23,27 @@ pub fn run(args: &ReportArgs) -> Result<(), Failure> {
             )));
         }
     }
-    let mut analysis = Analysis::new(recording.header);
-    for entry in &recording.entries {
-        analysis.apply(entry);
-    }
-    let report = analysis.report();
+    let report = report_of(&recording);
     if args.json {
-        let json = serde_json::to_string_pretty(&report).expect("a report always serializes");
-        println!("{json}");
+        println!("{}", json(&report));
     } else {
         print!("{}", text(&report));
     }
     Ok(())
+}
+
+/// The analysis of everything readable in a recording.
+fn report_of(recording: &Recording) -> Report {
+    let mut analysis = Analysis::new(recording.header.clone());
+    for entry in &recording.entries {
+        analysis.apply(entry);
+    }
+    analysis.report()
+}
+
+/// `--json`: the report as one pretty-printed object.
+fn json(report: &Report) -> String {
+    serde_json::to_string_pretty(report).expect("a report always serializes")
 }
 
 /// The human summary. Layout only: every number comes from the report.
@@ -285,5 +294,57 @@ fn clip(s: &str, width: usize) -> String {
             .rev()
             .collect();
         format!("…{tail}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::app::fixtures;
+
+    /// The text and the JSON report of every committed recording
+    /// (tests/fixtures/*.stl), as `stalltop report` prints them.
+    #[test]
+    fn reports_of_the_committed_recordings() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut recordings: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| entry.expect("a directory entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "stl"))
+            .collect();
+        recordings.sort();
+        assert!(!recordings.is_empty(), "no recording in {}", dir.display());
+        for path in recordings {
+            let recording =
+                record::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let report = report_of(&recording);
+            assert!(!report.stalls.is_empty(), "{}: no stall", path.display());
+            let name = path.file_stem().expect("a file name").to_string_lossy();
+            insta::with_settings!({ snapshot_suffix => name.as_ref() }, {
+                insta::assert_snapshot!("text", text(&report));
+                insta::assert_snapshot!("json", json(&report));
+            });
+        }
+    }
+
+    /// The synthetic recording with every case: irqs-off evidence, takeovers,
+    /// throttling, a wait the hypervisor stretched.
+    #[test]
+    fn report_of_every_case() {
+        let report = report_of(&fixtures::busy());
+        let text = text(&report);
+        for expected in [
+            "cadvisor [2101] (cadvisor.service) in read",
+            "no sampler tick for 38.0 ms",
+            "ksoftirqd waited",
+            "(the host took 6.00ms of it)",
+            "throttled 36 of 90 periods",
+        ] {
+            assert!(text.contains(expected), "`{expected}` is missing:\n{text}");
+        }
+        insta::assert_snapshot!("busy_text", text);
+        insta::assert_snapshot!("busy_json", json(&report));
     }
 }
