@@ -7,7 +7,7 @@ use super::format;
 use super::tables::{culprit_chain, kind_label, kind_tone, waited_text, Rows};
 use super::view::{Line, Segment, Tone};
 use super::Pane;
-use crate::model::{Report, StallRow};
+use crate::model::{Report, StallKind, StallRow};
 
 /// What the popup is about; looked up again at every refresh.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,13 +130,13 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
             ),
             format!("the last of them ended, {took} later"),
         ),
-        "softirq" => (format!("{waited} raised"), format!("it ran, {took} later")),
-        "ksoftirqd" => (format!("{waited} woken"), format!("it ran, {took} later")),
-        "irqoff" => (
+        StallKind::Softirq => (format!("{waited} raised"), format!("it ran, {took} later")),
+        StallKind::Ksoftirqd => (format!("{waited} woken"), format!("it ran, {took} later")),
+        StallKind::Irqoff => (
             "last timer tick, then interrupts went off".to_string(),
             format!("next timer tick, {took} later"),
         ),
-        _ => (
+        StallKind::Runq => (
             format!("{waited} became runnable"),
             format!("it got the CPU, {took} later"),
         ),

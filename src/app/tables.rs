@@ -10,7 +10,7 @@ use super::format;
 use super::view::{ColumnView, RowView, Segment, TableView, Tone};
 use super::Pane;
 use crate::model::{path_pattern, CulpritRow, Report};
-use crate::model::{StallRow, SyscallRow};
+use crate::model::{StallKind, StallRow, SyscallRow};
 
 /// Default sort column per table: newest stall, most stall time, worst
 /// p99, most kernel time.
@@ -316,7 +316,7 @@ fn stall_text(stall: &StallRow) -> RowText<'_> {
                 .collect(),
         ),
         cpu: Some(stall.cpu),
-        other: [Some(stall.kind), stall.waited.softirq]
+        other: [Some(stall.kind.name()), stall.waited.softirq]
             .into_iter()
             .flatten()
             .chain(culprit.and_then(|c| c.syscall.as_deref()))
@@ -635,21 +635,20 @@ fn fit(columns: &[Column], inner_width: u16) -> Vec<(usize, u16)> {
         .collect()
 }
 
-pub fn kind_tone(kind: &str) -> Tone {
+pub fn kind_tone(kind: StallKind) -> Tone {
     match kind {
-        "ksoftirqd" => Tone::Ksoftirqd,
-        "softirq" => Tone::Softirq,
-        "irqoff" => Tone::Irqoff,
-        _ => Tone::Runq,
+        StallKind::Runq => Tone::Runq,
+        StallKind::Ksoftirqd => Tone::Ksoftirqd,
+        StallKind::Softirq => Tone::Softirq,
+        StallKind::Irqoff => Tone::Irqoff,
     }
 }
 
-pub fn kind_label(kind: &str) -> &'static str {
+/// A kind as the screen names it ("irqs-off" where reports say "irqoff").
+pub fn kind_label(kind: StallKind) -> &'static str {
     match kind {
-        "ksoftirqd" => "ksoftirqd",
-        "softirq" => "softirq",
-        "irqoff" => "irqs-off",
-        _ => "runq",
+        StallKind::Irqoff => "irqs-off",
+        kind => kind.name(),
     }
 }
 
@@ -667,7 +666,7 @@ pub fn waited_text(stall: &StallRow) -> String {
         (Some(vector), Some(task)) => format!("{vector}+{task}"),
         (Some(vector), None) => vector.to_string(),
         (None, Some(task)) => task,
-        (None, None) if stall.kind == "irqoff" => "(interrupts off)".into(),
+        (None, None) if stall.kind == StallKind::Irqoff => "(interrupts off)".into(),
         (None, None) => "-".into(),
     }
 }

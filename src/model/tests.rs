@@ -320,7 +320,7 @@ fn cadvisor_memory_stat_read_stalls_net_rx() {
 
     assert_eq!(r.stalls.len(), 3, "{:#?}", r.stalls);
     let stall = &r.stalls[0];
-    assert_eq!((stall.cpu, stall.kind), (CPU, "softirq"));
+    assert_eq!((stall.cpu, stall.kind), (CPU, StallKind::Softirq));
     assert_eq!(
         stall.signals, 2,
         "takeover and softirq delay merge into one stall"
@@ -390,7 +390,10 @@ fn slabinfo_read_is_an_irqs_off_stall() {
     let r = analyse_records(records, None);
     assert_eq!(r.stalls.len(), 1);
     let stall = &r.stalls[0];
-    assert_eq!((stall.kind, stall.duration_ns), ("irqoff", 189 * MS));
+    assert_eq!(
+        (stall.kind, stall.duration_ns),
+        (StallKind::Irqoff, 189 * MS)
+    );
     let culprit = stall.culprit.as_ref().unwrap();
     assert_eq!(culprit.comm, "ss");
     assert_eq!(culprit.path.as_deref(), Some("/proc/slabinfo"));
