@@ -4,9 +4,9 @@
 //! container, a syscall, or a CPU's worst stall in the window. Pure.
 
 use super::format;
+use super::pane::Pane;
 use super::tables::{culprit_chain, kind_label, kind_tone, waited_text, Rows};
 use super::view::{Line, Segment, Tone};
-use super::Pane;
 use crate::model::{Report, StallKind, StallRow};
 
 /// What the popup is about; looked up again at every refresh.

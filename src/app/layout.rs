@@ -4,7 +4,7 @@
 
 use ratatui::layout::{Position, Rect};
 
-use super::Pane;
+use super::pane::Pane;
 
 /// From this width the four tables show at once, in a 2x2 grid; below it
 /// one table shows at a time, with the others as tabs in its title.

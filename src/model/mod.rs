@@ -11,7 +11,7 @@ mod throttle;
 use std::collections::{HashMap, VecDeque};
 
 pub use culprits::{path_pattern, CulpritRow};
-pub use report::Report;
+pub use report::{Report, RunqRow, StallRow, SyscallRow, ThrottleRow};
 pub use stalls::{Stall, StallKind};
 
 use crate::event::{self, Event, RunqWait, SlowSyscall};
@@ -171,6 +171,3 @@ fn push_bounded<T>(queue: &mut VecDeque<T>, item: T) {
 
 #[cfg(test)]
 mod tests;
-
-// For the live view (src/app), which formats report rows itself.
-pub use report::{StallRow, SyscallRow};
