@@ -115,8 +115,12 @@ pub struct App {
     /// The newest stall at the last refresh.
     refreshed_stall: Option<u64>,
     focus: Pane,
-    /// The table a narrow screen shows.
+    /// The table a single-table screen shows: the last one focused.
     shown_table: Pane,
+    /// The table a stacked screen shows under the stalls: the last other
+    /// one focused; until then the top holders (culprits once a stall has
+    /// one, else the containers with their neighbours).
+    lower_table: Option<Pane>,
     selections: [Selection; 5],
     sorts: Sorts,
     filter: TextFilter,
@@ -175,6 +179,7 @@ impl App {
             paused: false,
             focus: Pane::Feed,
             shown_table: Pane::Feed,
+            lower_table: None,
             selections: Default::default(),
             sorts: Sorts::default(),
             filter: TextFilter::default(),

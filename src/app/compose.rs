@@ -46,6 +46,7 @@ impl App {
             header.len() as u16,
             self.rows.cpus.len() as u16,
             self.shown_table,
+            self.lower_table(),
         );
         for pane in PANES {
             let visible = visible_rows(&layout, pane);
@@ -87,8 +88,9 @@ impl App {
                     selected: selection.index,
                     focused: self.focus == pane,
                     sorts: self.sorts,
-                    tabs: !layout.wide,
+                    tabs: layout.tabs(pane),
                     empty: self.empty_message(pane),
+                    runq_threshold_ns: self.header.settings.runq_threshold_ns,
                 })
             })
             .collect();
@@ -110,6 +112,16 @@ impl App {
         self.version += 1;
     }
 
+    /// The table under the stalls on a stacked screen.
+    fn lower_table(&self) -> Pane {
+        self.lower_table
+            .unwrap_or(if self.rows.culprits.is_empty() {
+                Pane::Containers
+            } else {
+                Pane::Culprits
+            })
+    }
+
     fn overlay_view(&self, layout: &Layout) -> Option<OverlayView> {
         let replay = matches!(self.mode, Mode::Replay(_));
         let (title, lines, scroll, hint) = match self.overlay.as_ref()? {
@@ -128,6 +140,7 @@ impl App {
                         now_ns: self.shown.now_ns,
                         start_ns: self.header.start_ns,
                         window_ns: self.zoom_ns(),
+                        runq_threshold_ns: self.header.settings.runq_threshold_ns,
                     },
                 );
                 (

@@ -148,6 +148,9 @@ impl App {
         if pane.is_table() {
             self.shown_table = pane;
         }
+        if pane.is_table() && pane != Pane::Feed {
+            self.lower_table = Some(pane);
+        }
     }
 
     /// Rows of a page in the focused pane.

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use super::filter::{CpuSet, RowText, TextFilter};
 use super::pane::Pane;
-use crate::model::{CulpritRow, Report, StallRow, SyscallRow};
+use crate::model::{CulpritRow, Report, RunqRow, StallRow, SyscallRow};
 pub use cells::{culprit_chain, kind_label, kind_tone, waited_text};
 pub use column::{Column, Sorts};
 pub use table_view::{table_view, TableRequest};
@@ -34,6 +34,9 @@ pub struct Settings<'a> {
 pub struct Rows {
     /// Indices into `report.stalls`.
     pub feed: Vec<usize>,
+    /// While no stall crossed a threshold: the feed shows these instead,
+    /// indices into `report.runq`, worst wait first.
+    pub waits: Vec<usize>,
     pub culprits: Vec<CulpritView>,
     pub containers: Vec<ContainerView>,
     /// Indices into `report.syscalls`.
@@ -66,6 +69,11 @@ impl Rows {
         if let Some(order) = s.sorts.feed.order() {
             feed.sort_by(|&a, &b| order(report, &report.stalls[a], &report.stalls[b]));
         }
+        let waits = if report.stalls.is_empty() {
+            worst_waits(report, s)
+        } else {
+            Vec::new()
+        };
 
         let mut culprits: Vec<CulpritView> = culprit_views(report, &on_screen)
             .into_iter()
@@ -122,6 +130,9 @@ impl Rows {
             cpus.iter().map(u32::to_string).collect(),
             feed.iter()
                 .map(|&i| report.stalls[i].id.to_string())
+                .chain(unique_keys(
+                    waits.iter().map(|&i| wait_key(&report.runq[i])),
+                ))
                 .collect(),
             culprits.iter().map(|c| culprit_key(&c.row)).collect(),
             unique_keys(containers.iter().map(|c| c.cgroup.clone())),
@@ -135,6 +146,7 @@ impl Rows {
         ];
         Rows {
             feed,
+            waits,
             culprits,
             containers,
             syscalls,
@@ -147,6 +159,39 @@ impl Rows {
     pub fn keys(&self, pane: Pane) -> &[String] {
         &self.keys[pane.index()]
     }
+}
+
+/// Waits shorter than this are the scheduler's usual latency, not worth a
+/// row among the worst waits (the kernel names holders from 1 ms too).
+const WORST_WAIT_FLOOR_NS: u64 = 1_000_000;
+
+/// Each cgroup's longest run-queue wait so far, worst first: what the feed
+/// shows before any wait crossed the threshold.
+fn worst_waits(report: &Report, s: &Settings<'_>) -> Vec<usize> {
+    let mut waits: Vec<usize> = (0..report.runq.len())
+        .filter(|&i| {
+            let r = &report.runq[i];
+            r.max_ns >= WORST_WAIT_FLOOR_NS.max(s.threshold_ns)
+                && s.filter.matches(&RowText {
+                    comm: Some(r.top_preemptors.iter().map(|p| p.comm.as_str()).collect()),
+                    container: Some(vec![&r.container, &r.cgroup]),
+                    ..RowText::default()
+                })
+        })
+        .collect();
+    let runq = &report.runq;
+    waits.sort_by(|&a, &b| {
+        runq[b]
+            .max_ns
+            .cmp(&runq[a].max_ns)
+            .then_with(|| runq[a].cgroup.cmp(&runq[b].cgroup))
+    });
+    waits
+}
+
+/// A worst-wait row's key; never a stall id.
+pub fn wait_key(row: &RunqRow) -> String {
+    format!("wait {}", row.cgroup)
 }
 
 /// Keys made unique by numbering repeats (a cgroup re-created under the

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use super::views::{ContainerView, CulpritView};
 use crate::app::format;
 use crate::app::view::{Segment, Tone};
-use crate::model::{Report, StallKind, StallRow, SyscallRow};
+use crate::cgroup::container_of;
+use crate::model::{Report, RunqRow, StallKind, StallRow, SyscallRow};
 
 pub fn kind_tone(kind: StallKind) -> Tone {
     match kind {
@@ -77,6 +78,35 @@ pub fn feed_cells(stall: &StallRow, now_ns: u64) -> Vec<Segment> {
         Segment::plain(waited_text(stall)),
         Segment::plain(culprit_chain(stall)),
     ]
+}
+
+/// A cgroup's worst wait while no stall crossed the threshold: marked as
+/// under it, with the task that most often held the CPU during its waits.
+pub fn wait_cells(row: &RunqRow, runq_threshold_ns: u64) -> Vec<Segment> {
+    vec![
+        Segment::new("-", Tone::Dim),
+        Segment::new("-", Tone::Dim),
+        Segment::new(format::duration(row.max_ns), Tone::Strong),
+        Segment::new(
+            format!("runq<{}", format::duration(runq_threshold_ns)),
+            Tone::Dim,
+        ),
+        Segment::plain(&row.container),
+        Segment::plain(holder_text(row)),
+    ]
+}
+
+/// "hog /stalltop_noisy ×82 held the CPU most", or why there is no name.
+fn holder_text(row: &RunqRow) -> String {
+    match row.top_preemptors.first() {
+        Some(p) => format!(
+            "{} {} ×{} held the CPU most",
+            p.comm,
+            container_of(&p.cgroup),
+            p.count
+        ),
+        None => "(no task seen holding the CPU 1ms or more)".into(),
+    }
 }
 
 pub fn culprit_cells(view: &CulpritView, now_ns: u64) -> Vec<Segment> {

@@ -2,10 +2,11 @@
 //! cells, the sort mark, the selection, and a title that on narrow screens
 //! lists the other tables as tabs.
 
-use super::cells::{container_cells, culprit_cells, feed_cells, syscall_cells};
+use super::cells::{container_cells, culprit_cells, feed_cells, syscall_cells, wait_cells};
 use super::column::{fit, specs, Sorts};
 use super::Rows;
-use crate::app::pane::{Pane, TABLES};
+use crate::app::format;
+use crate::app::pane::Pane;
 use crate::app::view::{ColumnView, RowView, Segment, TableView, Tone};
 use crate::model::Report;
 
@@ -22,9 +23,11 @@ pub struct TableRequest<'a> {
     pub selected: usize,
     pub focused: bool,
     pub sorts: Sorts,
-    /// Narrow screens: the other tables as tabs in the title.
-    pub tabs: bool,
+    /// The tables to list as tabs in the title (narrow screens), or none.
+    pub tabs: &'a [Pane],
     pub empty: String,
+    /// The probes' run-queue threshold, which the worst waits are under.
+    pub runq_threshold_ns: u64,
 }
 
 pub fn table_view(req: &TableRequest<'_>) -> TableView {
@@ -38,6 +41,9 @@ pub fn table_view(req: &TableRequest<'_>) -> TableView {
     let total = req.rows.keys(req.pane).len();
     let cells = |i: usize| -> Vec<Segment> {
         match req.pane {
+            Pane::Feed if !req.rows.waits.is_empty() => {
+                wait_cells(&req.report.runq[req.rows.waits[i]], req.runq_threshold_ns)
+            }
             Pane::Feed => feed_cells(&req.report.stalls[req.rows.feed[i]], req.now_ns),
             Pane::Culprits => culprit_cells(&req.rows.culprits[i], req.now_ns),
             Pane::Containers => container_cells(&req.rows.containers[i], req.report),
@@ -59,9 +65,9 @@ pub fn table_view(req: &TableRequest<'_>) -> TableView {
     } else {
         format!(" {}/{total}", req.selected + 1)
     };
-    let title = if req.tabs {
+    let mut title = if !req.tabs.is_empty() {
         let mut title = Vec::new();
-        for (i, pane) in TABLES.iter().enumerate() {
+        for (i, pane) in req.tabs.iter().enumerate() {
             if i > 0 {
                 title.push(Segment::new("│", Tone::Dim));
             }
@@ -79,6 +85,14 @@ pub fn table_view(req: &TableRequest<'_>) -> TableView {
             Segment::new(position, Tone::Dim),
         ]
     };
+    if req.pane == Pane::Feed && !req.rows.waits.is_empty() {
+        // Before the position, which ends the title.
+        let mark = format!(
+            "· none over {} yet: the worst waits so far ",
+            format::duration(req.runq_threshold_ns)
+        );
+        title.insert(title.len() - 1, Segment::new(mark, Tone::Warn));
+    }
     TableView {
         title,
         columns: shown

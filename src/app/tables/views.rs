@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::culprit_key;
-use crate::model::{path_pattern, CulpritRow, Report, StallRow};
+use crate::model::{path_pattern, waits_by_design, CulpritRow, Report, StallRow};
 
 /// A culprit row counted over the stalls on screen.
 #[derive(Clone, Debug)]
@@ -98,11 +98,16 @@ fn covers(pattern: &str, path: &str) -> bool {
     p.len() == q.len() && p.iter().zip(&q).all(|(a, b)| *a == "*" || a == b)
 }
 
-/// Run-queue rows, then throttled cgroups with no run-queue row.
+/// Run-queue rows, then throttled cgroups with no run-queue row. A
+/// container's worst syscall is its slowest that did work (waits by design
+/// such as epoll_wait are long because they wait).
 pub fn container_views(report: &Report) -> Vec<ContainerView> {
     let worst_syscall = |container: &str| {
         (0..report.syscalls.len())
-            .filter(|&i| report.syscalls[i].container == container)
+            .filter(|&i| {
+                let row = &report.syscalls[i];
+                row.container == container && !waits_by_design(row)
+            })
             .max_by_key(|&i| report.syscalls[i].max_ns)
     };
     let throttle_of = |cgroup: &str| report.throttling.iter().position(|t| t.cgroup == cgroup);
@@ -135,6 +140,34 @@ pub fn container_views(report: &Report) -> Vec<ContainerView> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::fixtures;
+    use crate::model::Analysis;
+
+    #[test]
+    fn a_wait_by_design_is_never_the_worst_syscall() {
+        let recording = fixtures::busy();
+        let mut analysis = Analysis::new(recording.header.clone());
+        for entry in &recording.entries {
+            analysis.apply(entry);
+        }
+        let mut report = analysis.report();
+        let shop = |report: &Report| -> Option<String> {
+            container_views(report)
+                .iter()
+                .find(|v| v.container.starts_with("pod:9a8b7c6d"))
+                .and_then(|v| v.worst_syscall)
+                .map(|i| report.syscalls[i].syscall.clone())
+        };
+        assert_eq!(shop(&report).as_deref(), Some("fadvise64"));
+        let mut epoll = report.syscalls[0].clone();
+        assert!(epoll.container.starts_with("pod:9a8b7c6d"), "{epoll:?}");
+        epoll.syscall = "epoll_wait".into();
+        epoll.max_ns = 8_540_000_000;
+        epoll.total_ns = 9_000_000_000;
+        epoll.oncpu_total_ns = 1_000_000;
+        report.syscalls.push(epoll);
+        assert_eq!(shop(&report).as_deref(), Some("fadvise64"));
+    }
 
     #[test]
     fn patterns_cover_paths_component_by_component() {
