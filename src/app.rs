@@ -27,6 +27,7 @@ use std::time::Duration;
 use crossterm::event::{KeyEvent, MouseEvent};
 use ratatui::layout::Rect;
 
+use crate::cpulist::CpuList;
 use crate::model::Report;
 use crate::record::Recording;
 use crate::stream::{Entry, Header};
@@ -101,6 +102,8 @@ struct Shown {
 
 pub struct App {
     header: Header,
+    /// The host's online CPUs: the timeline's rows.
+    online: CpuList,
     mode: Mode,
     data: Data,
     /// Optional probes that did not come up, damage in a recording.
@@ -171,6 +174,7 @@ impl App {
             clock_ns: 0,
             refreshed_ns: 0,
             refreshed_stall: None,
+            online: header.host.online_cpus(),
             header,
             mode,
             data,
@@ -251,7 +255,7 @@ impl App {
                     cpus: &self.cpus,
                     threshold_ns: self.display_threshold_ns,
                     sorts: self.sorts,
-                    cpu_count: self.header.host.cpus,
+                    online: &self.online,
                 },
             );
         }

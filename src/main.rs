@@ -6,6 +6,7 @@ mod app;
 mod cgroup;
 mod cli;
 mod cmd;
+mod cpulist;
 mod event;
 mod histogram;
 mod host;
@@ -70,6 +71,8 @@ fn main() -> ExitCode {
         Some(Command::Report(args)) => cmd::report::run(args),
         Some(Command::Record(args)) => block_on(cmd::record::run(args, &cli.probe)),
         Some(Command::Replay(args)) => block_on(cmd::replay::run(args)),
+        Some(Command::Completions(args)) => cmd::completions::completions(args.shell),
+        Some(Command::Man) => cmd::completions::man(),
         None => block_on(cmd::live::run(&cli.probe, cli.delay)),
     };
     match result {

@@ -1,6 +1,6 @@
 //! Test recordings for the view, written with `record::Writer` and read
 //! back, so tests go through the same path as `stalltop replay`: synthetic
-//! streams shaped like CASES.md (an empty one, a busy one with every case),
+//! streams shaped like docs/cases.md (an empty one, a busy one with every case),
 //! and the real noisy-neighbour recording under tests/fixtures/.
 
 use std::path::Path;
@@ -50,6 +50,7 @@ pub fn header(cpus: u32) -> Header {
             hostname: "node-7".into(),
             kernel: "5.4.0-150-generic".into(),
             cpus,
+            online: None,
         },
         start_ns: START,
         wall_clock_offset_ns: 1_700_000_000 * S as i64,
@@ -92,7 +93,7 @@ pub fn noisy_neighbour() -> Recording {
     record::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Every case of CASES.md on a 4-CPU node, ten seconds long.
+/// Every case of docs/cases.md on a 4-CPU node, ten seconds long.
 pub fn busy() -> Recording {
     recording(&header(4), &busy_entries())
 }

@@ -74,7 +74,7 @@ impl App {
         let applied = match kind {
             PromptKind::Filter => TextFilter::parse(text).map(|f| self.filter = f),
             PromptKind::Cpus => {
-                CpuSet::parse(text, self.header.host.cpus.max(1)).map(|c| self.cpus = c)
+                CpuSet::parse(text, &self.header.host.online_cpus()).map(|c| self.cpus = c)
             }
             PromptKind::Threshold => parse_threshold(text).map(|ns| {
                 self.display_threshold_ns = ns;

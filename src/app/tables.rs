@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use super::filter::{CpuSet, RowText, TextFilter};
 use super::pane::Pane;
+use crate::cpulist::CpuList;
 use crate::model::{CulpritRow, Report, RunqRow, StallRow, SyscallRow};
 pub use cells::{culprit_chain, kind_label, kind_tone, waited_text};
 pub use column::{Column, Sorts};
@@ -26,7 +27,8 @@ pub struct Settings<'a> {
     pub cpus: &'a CpuSet,
     pub threshold_ns: u64,
     pub sorts: Sorts,
-    pub cpu_count: u32,
+    /// The timeline's rows: the host's online CPUs.
+    pub online: &'a CpuList,
 }
 
 /// Rows of every pane after filters and sorts.
@@ -103,7 +105,9 @@ impl Rows {
             syscalls.sort_by(|&a, &b| order(report, &report.syscalls[a], &report.syscalls[b]));
         }
 
-        let cpus: Vec<u32> = (0..s.cpu_count)
+        let cpus: Vec<u32> = s
+            .online
+            .iter()
             .filter(|&cpu| {
                 s.cpus.contains(cpu)
                     && s.filter.matches(&RowText {

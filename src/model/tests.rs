@@ -1,4 +1,4 @@
-//! Synthetic entry streams shaped like CASES.md cases 3 and 4, through the
+//! Synthetic entry streams shaped like docs/cases.md cases 3 and 4, through the
 //! whole analysis to the report.
 
 use super::*;
@@ -21,6 +21,7 @@ fn header() -> Header {
             hostname: "node-7".into(),
             kernel: "6.18.0".into(),
             cpus: 2,
+            online: None,
         },
         start_ns: 1_000 * MS,
         wall_clock_offset_ns: 0,
