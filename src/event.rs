@@ -11,25 +11,34 @@ pub const KIND_SAMPLE: u16 = 5;
 pub const KIND_IRQOFF: u16 = 6;
 pub const KIND_MAX: u16 = 7;
 
-// SAFETY: these are #[repr(C)] structs of integers and integer arrays
-// generated from bpf/stalltop.h; every bit pattern is a valid value.
-unsafe impl plain::Plain for types::record_header {}
-unsafe impl plain::Plain for types::runq_event {}
-unsafe impl plain::Plain for types::runq_stats {}
-unsafe impl plain::Plain for types::preemptor_key {}
-unsafe impl plain::Plain for types::preemptor_stats {}
-unsafe impl plain::Plain for types::task_state {}
-unsafe impl plain::Plain for types::cpu_state {}
-unsafe impl plain::Plain for types::softirq_event {}
-unsafe impl plain::Plain for types::softirq_stats {}
-unsafe impl plain::Plain for types::stolen_key {}
-unsafe impl plain::Plain for types::stolen_stats {}
-unsafe impl plain::Plain for types::syscall_event {}
-unsafe impl plain::Plain for types::syscall_key {}
-unsafe impl plain::Plain for types::syscall_stats {}
-unsafe impl plain::Plain for types::syscall_slot {}
-unsafe impl plain::Plain for types::runq_slot {}
-unsafe impl plain::Plain for types::sample_event {}
+/// Marks ABI structs generated from bpf/stalltop.h as `Plain`.
+macro_rules! plain_abi {
+    ($($t:ty),* $(,)?) => {$(
+        // SAFETY: #[repr(C)] structs of integers and integer arrays generated
+        // from bpf/stalltop.h; every bit pattern is a valid value.
+        unsafe impl plain::Plain for $t {}
+    )*};
+}
+
+plain_abi!(
+    types::record_header,
+    types::runq_event,
+    types::runq_stats,
+    types::preemptor_key,
+    types::preemptor_stats,
+    types::task_state,
+    types::cpu_state,
+    types::softirq_event,
+    types::softirq_stats,
+    types::stolen_key,
+    types::stolen_stats,
+    types::syscall_event,
+    types::syscall_key,
+    types::syscall_stats,
+    types::syscall_slot,
+    types::runq_slot,
+    types::sample_event,
+);
 
 const HEADER_SIZE: usize = std::mem::size_of::<types::record_header>();
 const _: () = assert!(HEADER_SIZE == 16);

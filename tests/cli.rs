@@ -20,10 +20,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+    assert!(
+        rustix::process::geteuid().is_root(),
         "these tests load BPF programs: run them as root (CI does)"
     );
 }
