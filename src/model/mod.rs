@@ -172,4 +172,6 @@ fn push_bounded<T>(queue: &mut VecDeque<T>, item: T) {
 }
 
 #[cfg(test)]
+mod stall_tests;
+#[cfg(test)]
 mod tests;
