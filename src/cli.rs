@@ -20,11 +20,62 @@ const EXAMPLES: &str = "Examples:
   stalltop report node.stl                   summary of a recording
   stalltop report node.stl --json            the same as one JSON object
   stalltop replay node.stl                   browse a recording in the live view
+  stalltop completions bash                  shell completions; `stalltop man` prints the man page
 
 Durations take a unit: 500us, 2ms, 10s, 5m.";
 
+/// `--help` (not `-h`) adds how to read what stalltop shows.
+const EXAMPLES_AND_READING: &str = "Examples:
+  sudo stalltop                              live view (q quits, ? lists keys)
+  sudo stalltop --runq-threshold 2ms         ... also report waits for a CPU from 2 ms
+  sudo stalltop record -o node.stl -d 60s    record a minute, headless
+  stalltop report node.stl                   summary of a recording
+  stalltop report node.stl --json            the same as one JSON object
+  stalltop replay node.stl                   browse a recording in the live view
+  stalltop completions bash                  shell completions; `stalltop man` prints the man page
+
+Durations take a unit: 500us, 2ms, 10s, 5m.
+
+Reading a stall line (the live view's and replay's stall pane):
+  AGE  CPU    DUR KIND     WAITED              CULPRIT CHAIN
+   2s    3  105ms softirq  NET_RX+ksoftirqd/3  cadvisor[2101] cadvisor.service › read › /sys/fs/cgroup/memory/web/memory.stat › 148ms on-CPU
+  Two seconds ago CPU 3 stalled for 105 ms: the NET_RX softirq and ksoftirqd/3
+  waited while cadvisor (pid 2101, in cadvisor.service) held the CPU inside
+  read() of memory.stat, 148 ms of it running in the kernel. KIND says what
+  waited: runq (a runnable task), ksoftirqd, softirq, or irqs-off (no timer
+  tick: interrupts were off, or the hypervisor did not run the vCPU).
+  Before anything crosses a threshold the pane lists each cgroup's worst wait
+  so far instead, marked runq<10ms, with the task that most often held the CPU.
+  Enter opens the full chain with kernel and user stacks; `stalltop report`
+  prints the same facts one stall per line.";
+
+const RECORD_EXAMPLES: &str = "Examples:
+  sudo stalltop record -o node.stl -d 60s                    a minute
+  sudo stalltop record -o node.stl                           until Ctrl-C or SIGTERM
+  sudo stalltop record -o node.stl --runq-threshold 2ms      waits for a CPU from 2 ms too";
+
+const REPORT_EXAMPLES: &str = "Examples:
+  stalltop report node.stl             the summary
+  stalltop report node.stl --json      one JSON object (jq-friendly)
+
+Reading a stall line of the summary:
+  cpu 3    105.00ms softirq   NET_RX softirq and ksoftirqd/3 waited; held by cadvisor [2101] (cadvisor.service) in read /sys/fs/cgroup/memory/web/memory.stat, 148.00ms on-CPU, at mem_cgroup_nr_lru_pages
+  CPU 3 stalled 105 ms; what waited; who held the CPU (pid, container), the
+  syscall and file it was in, its time on the CPU, and the kernel function
+  the sampler found it in most often.";
+
+const REPLAY_EXAMPLES: &str = "Examples:
+  stalltop replay node.stl             play from the start in recording time
+  stalltop replay node.stl -d 0.5      refresh twice a second
+Keys beyond the live view's: n/N next/previous stall, [ ] seek 10s, . , step, g G start/end.";
 #[derive(Parser, Debug)]
-#[command(name = "stalltop", version, about = ABOUT, after_help = EXAMPLES)]
+#[command(
+    name = "stalltop",
+    version,
+    about = ABOUT,
+    after_help = EXAMPLES,
+    after_long_help = EXAMPLES_AND_READING
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -45,11 +96,26 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Record headless to a file until --duration passes or Ctrl-C.
+    #[command(after_help = RECORD_EXAMPLES)]
     Record(RecordArgs),
     /// Summarize a recording (text, or --json).
+    #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
     /// Browse a recording in the live view, in recording time.
+    #[command(after_help = REPLAY_EXAMPLES)]
     Replay(ReplayArgs),
+    /// Print shell completions for stalltop (e.g. `stalltop completions bash >
+    /// /etc/bash_completion.d/stalltop`).
+    Completions(CompletionsArgs),
+    /// Print stalltop's man page (roff; e.g. `stalltop man > stalltop.1`).
+    Man,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// Probe settings shared by the live view and `record`.
@@ -159,33 +225,10 @@ fn parse_delay(text: &str) -> Result<Duration, String> {
     Ok(delay)
 }
 
-/// "500us", "2ms", "10s", "5m", "1h" (also "ns"); a unit is required.
+/// "500us", "2ms", "10s", "5m", "1h", "1m30s" (humantime's units); a unit
+/// is required.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("`{text}` has no unit; write e.g. {text}ms or {text}s"))?;
-    let (number, unit) = text.split_at(split);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` does not start with a whole number"))?;
-    let ns_per_unit: u64 = match unit {
-        "ns" => 1,
-        "us" | "µs" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "m" | "min" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{text}`; use ns, us, ms, s, m or h"
-            ))
-        }
-    };
-    value
-        .checked_mul(ns_per_unit)
-        .map(Duration::from_nanos)
-        .ok_or_else(|| format!("`{text}` is too long"))
+    humantime::parse_duration(text.trim()).map_err(|e| format!("`{}`: {e}", text.trim()))
 }
 
 /// A stall threshold: at least 1 ms, so the probes stay cheap.
@@ -208,14 +251,17 @@ mod tests {
         assert_eq!(parse_duration("2ms"), Ok(Duration::from_millis(2)));
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert!(parse_duration("10").unwrap_err().contains("no unit"));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("10")
+            .unwrap_err()
+            .contains("time unit needed"));
         assert!(parse_duration("10 parsecs")
             .unwrap_err()
-            .contains("unknown unit"));
+            .contains("unknown time unit"));
         assert!(parse_duration("ms").is_err());
-        assert!(parse_duration("99999999999999999h")
+        assert!(parse_duration("99999999999999999999h")
             .unwrap_err()
-            .contains("too long"));
+            .contains("too large"));
     }
 
     #[test]

@@ -11,25 +11,34 @@ pub const KIND_SAMPLE: u16 = 5;
 pub const KIND_IRQOFF: u16 = 6;
 pub const KIND_MAX: u16 = 7;
 
-// SAFETY: these are #[repr(C)] structs of integers and integer arrays
-// generated from bpf/stalltop.h; every bit pattern is a valid value.
-unsafe impl plain::Plain for types::record_header {}
-unsafe impl plain::Plain for types::runq_event {}
-unsafe impl plain::Plain for types::runq_stats {}
-unsafe impl plain::Plain for types::preemptor_key {}
-unsafe impl plain::Plain for types::preemptor_stats {}
-unsafe impl plain::Plain for types::task_state {}
-unsafe impl plain::Plain for types::cpu_state {}
-unsafe impl plain::Plain for types::softirq_event {}
-unsafe impl plain::Plain for types::softirq_stats {}
-unsafe impl plain::Plain for types::stolen_key {}
-unsafe impl plain::Plain for types::stolen_stats {}
-unsafe impl plain::Plain for types::syscall_event {}
-unsafe impl plain::Plain for types::syscall_key {}
-unsafe impl plain::Plain for types::syscall_stats {}
-unsafe impl plain::Plain for types::syscall_slot {}
-unsafe impl plain::Plain for types::runq_slot {}
-unsafe impl plain::Plain for types::sample_event {}
+/// Marks ABI structs generated from bpf/stalltop.h as `Plain`.
+macro_rules! plain_abi {
+    ($($t:ty),* $(,)?) => {$(
+        // SAFETY: #[repr(C)] structs of integers and integer arrays generated
+        // from bpf/stalltop.h; every bit pattern is a valid value.
+        unsafe impl plain::Plain for $t {}
+    )*};
+}
+
+plain_abi!(
+    types::record_header,
+    types::runq_event,
+    types::runq_stats,
+    types::preemptor_key,
+    types::preemptor_stats,
+    types::task_state,
+    types::cpu_state,
+    types::softirq_event,
+    types::softirq_stats,
+    types::stolen_key,
+    types::stolen_stats,
+    types::syscall_event,
+    types::syscall_key,
+    types::syscall_stats,
+    types::syscall_slot,
+    types::runq_slot,
+    types::sample_event,
+);
 
 const HEADER_SIZE: usize = std::mem::size_of::<types::record_header>();
 const _: () = assert!(HEADER_SIZE == 16);
@@ -342,251 +351,9 @@ pub fn comm_str(comm: &[u8]) -> String {
     String::from_utf8_lossy(&comm[..len]).into_owned()
 }
 
-/// Encoders for tests elsewhere in the crate: synthetic records with the
-/// real layouts, so analysis tests run on exactly what the kernel emits.
+/// Encoders for tests elsewhere in the crate.
 #[cfg(test)]
-pub mod testing {
-    use super::*;
-
-    /// The value of `#define NAME value` in bpf/stalltop.h.
-    pub fn abi_define(name: &str) -> Option<u64> {
-        include_str!("../bpf/stalltop.h").lines().find_map(|line| {
-            let mut words = line.split_whitespace();
-            (words.next() == Some("#define") && words.next() == Some(name))
-                .then(|| {
-                    let value = words.next()?;
-                    match value.strip_prefix("0x") {
-                        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-                        None => value.parse().ok(),
-                    }
-                })
-                .flatten()
-        })
-    }
-
-    pub fn task(pid: u32, comm: &str, cgroup: u64) -> types::task_ref {
-        let mut t = types::task_ref {
-            pid,
-            tid: pid,
-            cgroup,
-            ..Default::default()
-        };
-        t.comm[..comm.len()].copy_from_slice(comm.as_bytes());
-        t
-    }
-
-    pub fn header(kind: u16, size: usize, cpu: u32, ts: u64) -> types::record_header {
-        types::record_header {
-            kind,
-            size: size as u16,
-            cpu,
-            ts,
-        }
-    }
-
-    /// A runq (or takeover) record: `waiter` waited `wait_ns` until `ts`, and the hypervisor
-    /// took `steal_ns` of that.
-    #[allow(clippy::too_many_arguments)] // one per field of the record
-    pub fn runq_record(
-        kind: u16,
-        cpu: u32,
-        ts: u64,
-        wait_ns: u64,
-        waiter: types::task_ref,
-        ran: types::task_ref,
-        ran_syscall: Option<(i32, u64)>,
-        steal_ns: u64,
-    ) -> Vec<u8> {
-        let e = types::runq_event {
-            hdr: header(kind, std::mem::size_of::<types::runq_event>(), cpu, ts),
-            wait_ns,
-            waiter,
-            ran,
-            ran_syscall: ran_syscall.map_or(-1, |s| s.0),
-            ran_syscall_ns: ran_syscall.map_or(0, |s| s.1),
-            steal_us: (steal_ns / 1000) as u32,
-        };
-        // SAFETY: runq_event is Plain (see above).
-        unsafe { plain::as_bytes(&e) }.to_vec()
-    }
-    /// A softirq delay record: `vector` waited `delay_ns` until `ts` and
-    /// ran in `ctx` (ksoftirqd if `in_ksoftirqd`).
-    pub fn softirq_record(
-        cpu: u32,
-        ts: u64,
-        delay_ns: u64,
-        vector: u32,
-        in_ksoftirqd: bool,
-        ctx: types::task_ref,
-    ) -> Vec<u8> {
-        let e = types::softirq_event {
-            hdr: header(
-                KIND_SOFTIRQ,
-                std::mem::size_of::<types::softirq_event>(),
-                cpu,
-                ts,
-            ),
-            delay_ns,
-            vector,
-            in_ksoftirqd: u32::from(in_ksoftirqd),
-            ctx,
-            ctx_syscall: -1,
-            ..Default::default()
-        };
-        // SAFETY: softirq_event is Plain (see above).
-        unsafe { plain::as_bytes(&e) }.to_vec()
-    }
-
-    /// A slow-syscall record whose fd resolved to `path` (absolute).
-    #[allow(clippy::too_many_arguments)]
-    pub fn syscall_record(
-        cpu: u32,
-        ts: u64,
-        task: types::task_ref,
-        nr: u32,
-        wall_ns: u64,
-        oncpu_ns: u64,
-        fd: u32,
-        path: &str,
-    ) -> Vec<u8> {
-        let mut e = types::syscall_event {
-            hdr: header(
-                KIND_SYSCALL,
-                std::mem::size_of::<types::syscall_event>(),
-                cpu,
-                ts,
-            ),
-            task,
-            wall_ns,
-            oncpu_ns,
-            nr: nr as i32,
-            fd,
-            path_kind: PATH_DENTRIES,
-            ..Default::default()
-        };
-        // Components leaf first, each NUL-terminated, as the kernel side writes them.
-        let mut off = 0;
-        for name in path.split('/').filter(|c| !c.is_empty()).rev() {
-            e.path[off..off + name.len()].copy_from_slice(name.as_bytes());
-            off += name.len() + 1;
-        }
-        e.path_len = off as u32;
-        // SAFETY: syscall_event is Plain (see above).
-        unsafe { plain::as_bytes(&e) }.to_vec()
-    }
-
-    /// A sampler tick (or, with `gap_ns` > 0, the first tick after a gap)
-    /// with a kernel stack of `frames` (leaf first).
-    pub fn sample_record(
-        cpu: u32,
-        ts: u64,
-        task: types::task_ref,
-        syscall: Option<u32>,
-        gap_ns: u64,
-        frames: &[u64],
-    ) -> Vec<u8> {
-        let kind = if gap_ns > 0 { KIND_IRQOFF } else { KIND_SAMPLE };
-        let mut e = types::sample_event {
-            hdr: header(kind, std::mem::size_of::<types::sample_event>(), cpu, ts),
-            task,
-            gap_ns,
-            syscall: syscall.map_or(-1, |nr| nr as i32),
-            kstack_len: (frames.len() * 8) as u32,
-            ..Default::default()
-        };
-        e.kstack[..frames.len()].copy_from_slice(frames);
-        // SAFETY: sample_event is Plain (see above).
-        unsafe { plain::as_bytes(&e) }.to_vec()
-    }
-}
+pub mod testing;
 
 #[cfg(test)]
-mod tests {
-    use super::testing::*;
-    use super::*;
-
-    #[test]
-    fn kinds_match_the_abi_header() {
-        for (name, value) in [
-            ("KIND_RUNQ", KIND_RUNQ),
-            ("KIND_TAKEOVER", KIND_TAKEOVER),
-            ("KIND_SOFTIRQ", KIND_SOFTIRQ),
-            ("KIND_SYSCALL", KIND_SYSCALL),
-            ("KIND_SAMPLE", KIND_SAMPLE),
-            ("KIND_IRQOFF", KIND_IRQOFF),
-            ("KIND_MAX", KIND_MAX),
-        ] {
-            assert_eq!(abi_define(name), Some(u64::from(value)), "{name}");
-        }
-    }
-
-    #[test]
-    fn decodes_back_to_back_records() {
-        let mut bytes = runq_record(
-            KIND_RUNQ,
-            1,
-            5_000,
-            12_000_000,
-            task(42, "victim", 7),
-            task(43, "hog", 8),
-            None,
-            0,
-        );
-        bytes.extend(runq_record(
-            KIND_TAKEOVER,
-            1,
-            9_000,
-            100_000_000,
-            task(15, "ksoftirqd/1", 1),
-            task(99, "cadvisor", 9),
-            Some((0, 150_000_000)),
-            0,
-        ));
-        let events = decode(&bytes);
-        assert_eq!(events.len(), 2);
-        let Ok(Event::Runq(w)) = &events[0] else {
-            panic!("{:?}", events[0])
-        };
-        assert_eq!(
-            (w.cpu, w.wait_ns, w.waiter.comm.as_str()),
-            (1, 12_000_000, "victim")
-        );
-        assert_eq!((w.ran.pid, w.ran.cgroup, w.ran_syscall), (43, 8, None));
-        let Ok(Event::Takeover(t)) = &events[1] else {
-            panic!("{:?}", events[1])
-        };
-        assert_eq!(t.ran.comm, "cadvisor");
-        assert_eq!(t.ran_syscall, Some((0, 150_000_000)));
-    }
-
-    #[test]
-    fn unknown_kinds_are_skipped_and_damage_ends_the_buffer() {
-        let mut bytes = Vec::new();
-        let unknown = header(200, 24, 0, 1);
-        // SAFETY: record_header is Plain.
-        bytes.extend(unsafe { plain::as_bytes(&unknown) });
-        bytes.extend([0u8; 8]);
-        bytes.extend(runq_record(
-            KIND_RUNQ,
-            0,
-            2,
-            3,
-            task(1, "a", 1),
-            task(2, "b", 1),
-            None,
-            0,
-        ));
-        bytes.extend([1u8, 0, 0]);
-        let events = decode(&bytes);
-        assert_eq!(events[0], Err(DecodeError::UnknownKind(200)));
-        assert!(matches!(events[1], Ok(Event::Runq(_))));
-        assert_eq!(events[2], Err(DecodeError::Truncated(3)));
-        assert_eq!(events.len(), 3);
-    }
-
-    #[test]
-    fn comm_stops_at_nul_and_survives_bad_utf8() {
-        assert_eq!(comm_str(b"hog\0\0\0garbage"), "hog");
-        assert_eq!(comm_str(&[0xff, b'x']), "\u{fffd}x");
-    }
-}
+mod tests;

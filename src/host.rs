@@ -1,8 +1,11 @@
-//! Facts about this machine read from /proc and the clocks: host info for
-//! headers, the ksoftirqd threads, CLOCK_MONOTONIC (the BPF clock).
+//! Facts about this machine read from /proc, /sys and the clocks: host info
+//! for headers, the ksoftirqd threads, CLOCK_MONOTONIC (the BPF clock).
 
 use std::fs;
 
+use rustix::time::{clock_gettime, ClockId, Timespec};
+
+use crate::cpulist::CpuList;
 use crate::stream::HostInfo;
 
 pub fn info() -> HostInfo {
@@ -11,31 +14,30 @@ pub fn info() -> HostInfo {
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into())
     };
+    // Without sysfs, as many as the process may use, numbered from 0.
+    let online = CpuList::online().unwrap_or_else(|_| {
+        let count = std::thread::available_parallelism().map_or(1, |n| n.get());
+        CpuList::first(u32::try_from(count).unwrap_or(1))
+    });
     HostInfo {
         hostname: read("/proc/sys/kernel/hostname"),
         kernel: read("/proc/sys/kernel/osrelease"),
-        cpus: online_cpus(),
+        cpus: u32::try_from(online.len()).unwrap_or(u32::MAX).max(1),
+        online: Some(online),
     }
-}
-
-fn online_cpus() -> u32 {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    u32::try_from(n).unwrap_or(1).max(1)
 }
 
 /// (cpu, thread id) of every `ksoftirqd/N` kernel thread.
 pub fn ksoftirqd_threads() -> Vec<(u32, u32)> {
-    let Ok(dir) = fs::read_dir("/proc") else {
+    let Ok(processes) = procfs::process::all_processes() else {
         return Vec::new();
     };
-    let mut threads: Vec<(u32, u32)> = dir
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let tid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let comm = fs::read_to_string(entry.path().join("comm")).ok()?;
-            let cpu = comm.trim().strip_prefix("ksoftirqd/")?.parse().ok()?;
-            Some((cpu, tid))
+    let mut threads: Vec<(u32, u32)> = processes
+        .flatten()
+        .filter_map(|process| {
+            let stat = process.stat().ok()?;
+            let cpu = stat.comm.strip_prefix("ksoftirqd/")?.parse().ok()?;
+            Some((cpu, u32::try_from(process.pid).ok()?))
         })
         .collect();
     threads.sort_unstable();
@@ -44,21 +46,15 @@ pub fn ksoftirqd_threads() -> Vec<(u32, u32)> {
 
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
 pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
+    ns(clock_gettime(ClockId::Monotonic))
 }
 
 /// Unix time minus CLOCK_MONOTONIC, in ns.
 pub fn wall_clock_offset_ns() -> i64 {
-    clock_ns(libc::CLOCK_REALTIME) as i64 - monotonic_ns() as i64
+    ns(clock_gettime(ClockId::Realtime)) as i64 - monotonic_ns() as i64
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; both clocks always exist.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
+fn ns(ts: Timespec) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -67,10 +63,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_cpu_has_a_ksoftirqd() {
+    fn every_online_cpu_has_a_ksoftirqd() {
         let threads = ksoftirqd_threads();
         let cpus: Vec<u32> = threads.iter().map(|&(cpu, _)| cpu).collect();
-        assert_eq!(cpus, (0..info().cpus).collect::<Vec<_>>(), "{threads:?}");
+        let online: Vec<u32> = info().online_cpus().iter().collect();
+        assert_eq!(cpus, online, "{threads:?}");
     }
 
     #[test]

@@ -6,10 +6,14 @@ mod app;
 mod cgroup;
 mod cli;
 mod cmd;
+mod cpulist;
 mod event;
 mod histogram;
 mod host;
 mod model;
+// The skeleton libbpf-cargo generates into probe::skel, and seven unsafe
+// blocks of probe's tests, have no SAFETY comments; this goes when they do.
+#[allow(clippy::undocumented_unsafe_blocks)]
 mod probe;
 mod record;
 mod source;
@@ -70,6 +74,8 @@ fn main() -> ExitCode {
         Some(Command::Report(args)) => cmd::report::run(args),
         Some(Command::Record(args)) => block_on(cmd::record::run(args, &cli.probe)),
         Some(Command::Replay(args)) => block_on(cmd::replay::run(args)),
+        Some(Command::Completions(args)) => cmd::completions::completions(args.shell),
+        Some(Command::Man) => cmd::completions::man(),
         None => block_on(cmd::live::run(&cli.probe, cli.delay)),
     };
     match result {

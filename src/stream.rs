@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cpulist::CpuList;
 use crate::histogram::Histogram;
 
 /// One item of the stream. A recording is a header followed by these.
@@ -62,7 +63,21 @@ pub struct ProgramLoad {
 pub struct HostInfo {
     pub hostname: String,
     pub kernel: String,
+    /// How many CPUs were online.
     pub cpus: u32,
+    /// Which CPUs were online (recordings before this field have none:
+    /// then the first `cpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub online: Option<CpuList>,
+}
+
+impl HostInfo {
+    /// The online CPUs, the one list every per-CPU view uses.
+    pub fn online_cpus(&self) -> CpuList {
+        self.online
+            .clone()
+            .unwrap_or_else(|| CpuList::first(self.cpus))
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

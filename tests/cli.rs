@@ -20,10 +20,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+    assert!(
+        rustix::process::geteuid().is_root(),
         "these tests load BPF programs: run them as root (CI does)"
     );
 }
@@ -106,6 +104,29 @@ fn help_teaches_with_examples() {
     ] {
         assert!(help.contains(needle), "help lacks {needle:?}:\n{help}");
     }
+    assert!(help.contains("Reading a stall line"), "{help}");
+    for mode in ["record", "report", "replay"] {
+        let out = stalltop(&[mode, "--help"]);
+        assert!(out.status.success());
+        let help = text(&out.stdout);
+        assert!(help.contains("Examples:"), "{mode} --help:\n{help}");
+    }
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_cli() {
+    let out = stalltop(&["completions", "bash"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("--runq-threshold"));
+    let out = stalltop(&["man"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(".TH stalltop"));
+    let out = stalltop(&["completions", "tcsh"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
 }
 
 #[test]
@@ -115,7 +136,7 @@ fn bad_input_is_a_usage_error() {
     assert!(text(&out.stderr).contains("--output"));
     let out = stalltop(&["record", "-o", "/tmp/x.stl", "--duration", "10"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("has no unit"));
+    assert!(text(&out.stderr).contains("time unit needed"));
     let out = stalltop(&["--threshold", "100us", "record", "-o", "/tmp/x.stl"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("1ms minimum"));

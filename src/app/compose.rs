@@ -5,15 +5,17 @@
 
 use super::detail::{self, DetailRequest};
 use super::header::{self, HeaderRequest, State};
+use super::keymap;
 use super::layout::{self, Layout};
+use super::pane::{Pane, PANES};
 use super::tables::{self, TableRequest};
 use super::timeline::{self, TimelineRequest};
 use super::view::{Line, OverlayView, Segment, Tone, View};
-use super::{App, Mode, Overlay, Pane, PromptKind, Selection, PANES};
+use super::{App, Mode, Overlay};
 
 impl App {
     /// Recompute the view from the current rows and settings.
-    pub(super) fn format(&mut self) {
+    pub(super) fn compose(&mut self) {
         let start_ns = self.header.start_ns;
         let state = match &self.mode {
             Mode::Live => State::Live {
@@ -44,14 +46,11 @@ impl App {
             header.len() as u16,
             self.rows.cpus.len() as u16,
             self.shown_table,
+            self.lower_table(),
         );
         for pane in PANES {
             let visible = visible_rows(&layout, pane);
-            settle(
-                &mut self.selections[pane.index()],
-                self.rows.keys(pane),
-                visible,
-            );
+            self.selections[pane.index()].settle(self.rows.keys(pane), visible);
         }
 
         let settings = &self.header.settings;
@@ -78,7 +77,6 @@ impl App {
             .iter()
             .map(|&(pane, rect)| {
                 let selection = &self.selections[pane.index()];
-                let table = tables::table_index(pane).expect("tables are table panes");
                 tables::table_view(&TableRequest {
                     pane,
                     report: &self.shown.report,
@@ -89,9 +87,10 @@ impl App {
                     count: layout::table_rows(rect),
                     selected: selection.index,
                     focused: self.focus == pane,
-                    sort: self.sort[table],
-                    tabs: !layout.wide,
+                    sorts: self.sorts,
+                    tabs: layout.tabs(pane),
                     empty: self.empty_message(pane),
+                    runq_threshold_ns: self.header.settings.runq_threshold_ns,
                 })
             })
             .collect();
@@ -113,12 +112,22 @@ impl App {
         self.version += 1;
     }
 
+    /// The table under the stalls on a stacked screen.
+    fn lower_table(&self) -> Pane {
+        self.lower_table
+            .unwrap_or(if self.rows.culprits.is_empty() {
+                Pane::Containers
+            } else {
+                Pane::Culprits
+            })
+    }
+
     fn overlay_view(&self, layout: &Layout) -> Option<OverlayView> {
         let replay = matches!(self.mode, Mode::Replay(_));
         let (title, lines, scroll, hint) = match self.overlay.as_ref()? {
             Overlay::Help { scroll } => (
                 "stalltop keys".to_string(),
-                header::help_lines(replay),
+                keymap::help_lines(replay),
                 *scroll,
                 " any key closes · ↑↓ scroll ",
             ),
@@ -131,6 +140,7 @@ impl App {
                         now_ns: self.shown.now_ns,
                         start_ns: self.header.start_ns,
                         window_ns: self.zoom_ns(),
+                        runq_threshold_ns: self.header.settings.runq_threshold_ns,
                     },
                 );
                 (
@@ -154,13 +164,8 @@ impl App {
 
     fn footer(&self, replay: bool) -> Line {
         if let Some(prompt) = &self.prompt {
-            let label = match prompt.kind {
-                PromptKind::Filter => "filter (comm:X container:X path:X cpu:N or words)",
-                PromptKind::Cpus => "CPUs (e.g. 0-3,8; empty = all)",
-                PromptKind::Threshold => "hide stalls shorter than (e.g. 20ms; empty = none)",
-            };
             return vec![
-                Segment::new(format!(" {label}: "), Tone::Key),
+                Segment::new(format!(" {}: ", prompt.kind.label()), Tone::Key),
                 Segment::plain(format!("{}█", prompt.text)),
                 Segment::new("  Enter apply · Esc cancel · Ctrl-U clear", Tone::Dim),
             ];
@@ -168,7 +173,7 @@ impl App {
         if let Some(status) = &self.status {
             return vec![Segment::new(format!(" {status}"), Tone::Warn)];
         }
-        header::hints(replay)
+        keymap::hints(replay)
     }
 
     fn empty_message(&self, pane: Pane) -> String {
@@ -216,27 +221,4 @@ fn visible_rows(layout: &Layout, pane: Pane) -> usize {
             .or_else(|| layout.tables.first().map(|(_, r)| *r))
             .map_or(0, layout::table_rows),
     }
-}
-
-/// Keep the selection on its row (by key), inside the rows, and visible.
-fn settle(selection: &mut Selection, keys: &[String], visible: usize) {
-    if let Some(index) = selection
-        .key
-        .as_ref()
-        .and_then(|key| keys.iter().position(|k| k == key))
-    {
-        selection.index = index;
-    }
-    selection.index = selection.index.min(keys.len().saturating_sub(1));
-    if selection.key.is_some() {
-        selection.key = keys.get(selection.index).cloned();
-    }
-    let visible = visible.max(1);
-    if selection.index < selection.offset {
-        selection.offset = selection.index;
-    }
-    if selection.index >= selection.offset + visible {
-        selection.offset = selection.index + 1 - visible;
-    }
-    selection.offset = selection.offset.min(keys.len().saturating_sub(visible));
 }

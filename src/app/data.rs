@@ -231,6 +231,7 @@ mod tests {
                 hostname: "h".into(),
                 kernel: "k".into(),
                 cpus: 2,
+                online: None,
             },
             start_ns: 0,
             wall_clock_offset_ns: 0,

@@ -4,10 +4,10 @@
 //! container, a syscall, or a CPU's worst stall in the window. Pure.
 
 use super::format;
+use super::pane::Pane;
 use super::tables::{culprit_chain, kind_label, kind_tone, waited_text, Rows};
 use super::view::{Line, Segment, Tone};
-use super::Pane;
-use crate::model::{Report, StallRow};
+use crate::model::{Report, RunqRow, StallKind, StallRow};
 
 /// What the popup is about; looked up again at every refresh.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +24,7 @@ pub struct DetailRequest<'a> {
     /// Session (or recording) start, for times "+0:04.512".
     pub start_ns: u64,
     pub window_ns: u64,
+    pub runq_threshold_ns: u64,
 }
 
 /// Title and lines of the popup.
@@ -68,6 +69,9 @@ pub fn detail(target: &Target, req: &DetailRequest<'_>) -> (String, Vec<Line>) {
                 return gone("Details");
             };
             match pane {
+                Pane::Feed if index >= req.rows.feed.len() => {
+                    wait_lines(req.rows.waits[index - req.rows.feed.len()], req)
+                }
                 Pane::Feed => {
                     let stall = &report.stalls[req.rows.feed[index]];
                     (
@@ -130,13 +134,13 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
             ),
             format!("the last of them ended, {took} later"),
         ),
-        "softirq" => (format!("{waited} raised"), format!("it ran, {took} later")),
-        "ksoftirqd" => (format!("{waited} woken"), format!("it ran, {took} later")),
-        "irqoff" => (
+        StallKind::Softirq => (format!("{waited} raised"), format!("it ran, {took} later")),
+        StallKind::Ksoftirqd => (format!("{waited} woken"), format!("it ran, {took} later")),
+        StallKind::Irqoff => (
             "last timer tick, then interrupts went off".to_string(),
             format!("next timer tick, {took} later"),
         ),
-        _ => (
+        StallKind::Runq => (
             format!("{waited} became runnable"),
             format!("it got the CPU, {took} later"),
         ),
@@ -274,42 +278,66 @@ fn culprit_lines(index: usize, req: &DetailRequest<'_>) -> (String, Vec<Line>) {
     (format!("Culprit {}", row.comm), lines)
 }
 
+/// A cgroup's run-queue waits and the neighbours that kept it waiting.
+fn runq_lines(lines: &mut Vec<Line>, r: &RunqRow) {
+    lines.push(heading("Run-queue wait (time runnable but not running)"));
+    lines.push(field(
+        "waits",
+        format!(
+            "{}: p50 {}, p99 {}, max {}, total {}",
+            r.count,
+            format::duration(r.p50_ns),
+            format::duration(r.p99_ns),
+            format::duration(r.max_ns),
+            format::duration(r.total_ns)
+        ),
+    ));
+    let p = &r.preempted_by;
+    lines.push(field(
+        "kept off",
+        format!(
+            "by its own cgroup {}, another cgroup {}, a kernel thread {}",
+            p.same_cgroup, p.other_cgroup, p.kthread
+        ),
+    ));
+    lines.push(heading("Neighbours that kept it off the CPU"));
+    if r.top_preemptors.is_empty() {
+        lines.push(field("", "none seen"));
+    }
+    for n in &r.top_preemptors {
+        lines.push(field(
+            &format!("×{}", n.count),
+            format!("{} in {}", n.comm, n.cgroup),
+        ));
+    }
+}
+
+/// A worst wait shown while no stall crossed the threshold.
+fn wait_lines(index: usize, req: &DetailRequest<'_>) -> (String, Vec<Line>) {
+    let r = &req.report.runq[index];
+    let mut lines = vec![
+        field("cgroup", r.cgroup.clone()),
+        field(
+            "worst wait",
+            format!(
+                "{}, under the {} threshold (so no stall was recorded)",
+                format::duration(r.max_ns),
+                format::duration(req.runq_threshold_ns)
+            ),
+        ),
+        Vec::new(),
+    ];
+    runq_lines(&mut lines, r);
+    (format!("Worst wait of {}", r.container), lines)
+}
+
 fn container_lines(index: usize, req: &DetailRequest<'_>) -> (String, Vec<Line>) {
     let report = req.report;
     let view = &req.rows.containers[index];
     let mut lines = vec![field("cgroup", view.cgroup.clone())];
     if let Some(r) = view.runq.map(|i| &report.runq[i]) {
         lines.push(Vec::new());
-        lines.push(heading("Run-queue wait (time runnable but not running)"));
-        lines.push(field(
-            "waits",
-            format!(
-                "{}: p50 {}, p99 {}, max {}, total {}",
-                r.count,
-                format::duration(r.p50_ns),
-                format::duration(r.p99_ns),
-                format::duration(r.max_ns),
-                format::duration(r.total_ns)
-            ),
-        ));
-        let p = &r.preempted_by;
-        lines.push(field(
-            "kept off",
-            format!(
-                "by its own cgroup {}, another cgroup {}, a kernel thread {}",
-                p.same_cgroup, p.other_cgroup, p.kthread
-            ),
-        ));
-        lines.push(heading("Neighbours that kept it off the CPU"));
-        if r.top_preemptors.is_empty() {
-            lines.push(field("", "none seen"));
-        }
-        for n in &r.top_preemptors {
-            lines.push(field(
-                &format!("×{}", n.count),
-                format!("{} in {}", n.comm, n.cgroup),
-            ));
-        }
+        runq_lines(&mut lines, r);
     }
     if let Some(t) = view.throttle.map(|i| &report.throttling[i]) {
         lines.push(Vec::new());

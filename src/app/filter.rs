@@ -2,7 +2,7 @@
 //! (`comm:`, `container:`, `path:`, `cpu:` or bare words) and a CPU set.
 //! Pure; the view builder asks them about rows.
 
-use std::collections::BTreeSet;
+use crate::cpulist::CpuList;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Field {
@@ -105,30 +105,19 @@ impl TextFilter {
 /// CPUs picked with `c`, as a cpulist ("0-3,8"); empty means all.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CpuSet {
-    cpus: BTreeSet<u32>,
+    cpus: CpuList,
     pub source: String,
 }
 
 impl CpuSet {
-    pub fn parse(text: &str, cpus: u32) -> Result<CpuSet, String> {
-        let mut set = BTreeSet::new();
-        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let number = |s: &str| {
-                s.trim()
-                    .parse::<u32>()
-                    .map_err(|_| format!("`{part}` is not a CPU number or range (e.g. 0-3,8)"))
-            };
-            let (low, high) = match part.split_once('-') {
-                Some((a, b)) => (number(a)?, number(b)?),
-                None => (number(part)?, number(part)?),
-            };
-            if low > high || high >= cpus {
-                return Err(format!("`{part}` is outside CPUs 0-{}", cpus - 1));
-            }
-            set.extend(low..=high);
+    /// A pick among the `online` CPUs.
+    pub fn parse(text: &str, online: &CpuList) -> Result<CpuSet, String> {
+        let cpus = CpuList::parse(text)?;
+        if let Some(offline) = cpus.iter().find(|&cpu| !online.contains(cpu)) {
+            return Err(format!("CPU {offline} is not online (online: {online})"));
         }
         Ok(CpuSet {
-            cpus: set,
+            cpus,
             source: text.trim().to_string(),
         })
     }
@@ -138,7 +127,7 @@ impl CpuSet {
     }
 
     pub fn contains(&self, cpu: u32) -> bool {
-        self.cpus.is_empty() || self.cpus.contains(&cpu)
+        self.cpus.is_empty() || self.cpus.contains(cpu)
     }
 }
 
@@ -200,13 +189,15 @@ mod tests {
     }
 
     #[test]
-    fn cpu_lists() {
-        let s = CpuSet::parse("0-2, 5", 8).unwrap();
-        assert!(s.contains(1) && s.contains(5) && !s.contains(3));
-        assert!(CpuSet::parse("", 8).unwrap().is_all());
-        assert!(CpuSet::parse("9", 8)
-            .unwrap_err()
-            .contains("outside CPUs 0-7"));
-        assert!(CpuSet::parse("a", 8).is_err());
+    fn cpu_picks_are_among_the_online_cpus() {
+        let online = CpuList::parse("0-3,8").unwrap();
+        let s = CpuSet::parse("0-2, 8", &online).unwrap();
+        assert!(s.contains(1) && s.contains(8) && !s.contains(3));
+        assert!(CpuSet::parse("", &online).unwrap().is_all());
+        assert_eq!(
+            CpuSet::parse("4", &online).unwrap_err(),
+            "CPU 4 is not online (online: 0-3,8)"
+        );
+        assert!(CpuSet::parse("a", &online).is_err());
     }
 }

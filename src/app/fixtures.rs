@@ -1,6 +1,6 @@
 //! Test recordings for the view, written with `record::Writer` and read
 //! back, so tests go through the same path as `stalltop replay`: synthetic
-//! streams shaped like CASES.md (an empty one, a busy one with every case),
+//! streams shaped like docs/cases.md (an empty one, a busy one with every case),
 //! and the real noisy-neighbour recording under tests/fixtures/.
 
 use std::path::Path;
@@ -50,6 +50,7 @@ pub fn header(cpus: u32) -> Header {
             hostname: "node-7".into(),
             kernel: "5.4.0-150-generic".into(),
             cpus,
+            online: None,
         },
         start_ns: START,
         wall_clock_offset_ns: 1_700_000_000 * S as i64,
@@ -92,7 +93,7 @@ pub fn noisy_neighbour() -> Recording {
     record::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Every case of CASES.md on a 4-CPU node, ten seconds long.
+/// Every case of docs/cases.md on a 4-CPU node, ten seconds long.
 pub fn busy() -> Recording {
     recording(&header(4), &busy_entries())
 }
@@ -439,4 +440,101 @@ pub fn lossy_kernel(at: u64) -> Entry {
     k.counters.lost = vec![("runq".into(), 17), ("sample".into(), 3)];
     k.counters.map_full = vec![("tasks".into(), 2)];
     Entry::Kernel(k)
+}
+
+/// The cgroups of a hog that keeps a periodic task waiting under the
+/// threshold.
+const VICTIM: u64 = 5001;
+const NOISY: u64 = 5002;
+
+/// A hog of equal weight keeps a 1 ms periodic task waiting 4-6 ms on a
+/// 2-CPU node for ten seconds: no wait crosses the 10 ms threshold, so no
+/// stall is recorded. The victim's event loop also sits in epoll_pwait for
+/// seconds at a time, by design.
+pub fn hog_under_threshold() -> Recording {
+    let names = Entry::Names(NameTable {
+        cgroups: vec![
+            (ROOT, "/".into()),
+            (VICTIM, "/stalltop_victim".into()),
+            (NOISY, "/stalltop_noisy".into()),
+        ],
+        ..NameTable::default()
+    });
+    let snapshots = [5 * S, 10 * S]
+        .into_iter()
+        .enumerate()
+        .map(|(i, at)| Entry::Kernel(under_threshold_snapshot(at, i as u64 + 1)));
+    let entries: Vec<Entry> = std::iter::once(names).chain(snapshots).collect();
+    recording(&header(2), &entries)
+}
+
+/// Cumulative aggregates at `at`; `step` scales the counts.
+fn under_threshold_snapshot(at: u64, step: u64) -> KernelSnapshot {
+    KernelSnapshot {
+        ts_ns: START + at,
+        runq: vec![
+            CgroupRunq {
+                cgroup: VICTIM,
+                latency: histogram(&[
+                    (30_000, 4_000 * step),
+                    (4 * MS, 50 * step),
+                    (6 * MS, 32 * step),
+                ]),
+                count: 4_082 * step,
+                total_ns: (120 * MS + 50 * 4 * MS + 32 * 6 * MS) * step,
+                max_ns: 6_200_000,
+                preempted_same_cgroup: 0,
+                preempted_other_cgroup: 82 * step,
+                preempted_kthread: step,
+            },
+            CgroupRunq {
+                cgroup: NOISY,
+                latency: histogram(&[(20_000, 500 * step)]),
+                count: 500 * step,
+                total_ns: 500 * step * 20_000,
+                max_ns: 900_000,
+                preempted_same_cgroup: 0,
+                preempted_other_cgroup: 40 * step,
+                preempted_kthread: 0,
+            },
+        ],
+        preemptors: vec![Preemptor {
+            victim_cgroup: VICTIM,
+            preemptor_cgroup: NOISY,
+            comm: "hog".into(),
+            count: 41 * step,
+            wait_ns: 41 * step * 5 * MS,
+        }],
+        syscalls: vec![
+            SyscallStats {
+                cgroup: VICTIM,
+                nr: Sysno::epoll_pwait.id() as u32,
+                wall: histogram(&[(MS, 4_000 * step), (4_270 * MS, step)]),
+                count: 4_001 * step,
+                wall_total_ns: (4_000 * MS + 4_270 * MS) * step,
+                oncpu_total_ns: 8 * MS * step,
+                max_ns: 8_540 * MS,
+            },
+            SyscallStats {
+                cgroup: VICTIM,
+                nr: read(),
+                wall: histogram(&[(20_000, 2_000 * step)]),
+                count: 2_000 * step,
+                wall_total_ns: 40 * MS * step,
+                oncpu_total_ns: 30 * MS * step,
+                max_ns: 2 * MS,
+            },
+        ],
+        counters: Counters {
+            lost: vec![("runq".into(), 0)],
+            map_full: vec![],
+            rate_limited: vec![],
+        },
+        programs: vec![ProgramCost {
+            name: "btf_sched_switch".into(),
+            run_count: 80_000 * step,
+            run_time_ns: 24 * MS * step,
+        }],
+        ..KernelSnapshot::default()
+    }
 }

@@ -1,11 +1,9 @@
-//! The header bar (host, run time, refresh, rates, lost events, stalltop's
-//! own cost, live/paused/replay, thresholds, filters, warnings), the
-//! footer (key hints, prompt, status) and the help overlay's lines. Pure.
+//! The header bar: host, run time, refresh, rates, lost events, stalltop's
+//! own cost, live/paused/replay, thresholds, filters, warnings. Pure.
 
 use super::data::Rates;
 use super::format;
 use super::view::{Line, Segment, Tone};
-use super::{KeyMode, KEYS};
 use crate::model::Report;
 use crate::stream::Header;
 
@@ -163,68 +161,6 @@ fn pack(segments: Vec<Segment>, width: u16) -> Vec<Line> {
             line.push(segment);
             used += len;
         }
-    }
-    lines
-}
-
-/// The key hints; replay adds its own.
-pub fn hints(replay: bool) -> Line {
-    let mut keys = vec![
-        ("q", "quit"),
-        ("?", "help"),
-        ("Tab", "pane"),
-        ("↑↓", "row"),
-        ("Enter", "details"),
-        ("/", "filter"),
-        ("c", "CPUs"),
-        ("p", if replay { "play/pause" } else { "pause" }),
-        ("+-", "zoom"),
-        ("s", "sort"),
-        ("r", "reset"),
-        ("t", "threshold"),
-    ];
-    if replay {
-        keys.splice(
-            2..2,
-            [("n/N", "next/prev stall"), ("[ ]", "seek"), (". ,", "step")],
-        );
-    }
-    keys.into_iter()
-        .flat_map(|(key, action)| {
-            [
-                Segment::new(format!(" {key}"), Tone::Key),
-                Segment::plain(format!(" {action} ")),
-            ]
-        })
-        .collect()
-}
-
-pub fn help_lines(replay: bool) -> Vec<Line> {
-    let mode = if replay {
-        KeyMode::Replay
-    } else {
-        KeyMode::Live
-    };
-    let mut lines: Vec<Line> = KEYS
-        .iter()
-        .filter(|k| k.mode == KeyMode::Both || k.mode == mode)
-        .map(|k| {
-            vec![
-                Segment::new(format!("  {:<15}", k.keys), Tone::Key),
-                Segment::plain(k.action),
-            ]
-        })
-        .collect();
-    for note in [
-        "",
-        "Filters apply where a row has the field: cpu: to the timeline,",
-        "stalls and culprits; comm: to stalls and culprits; path: to those",
-        "and syscalls; container: to every table.",
-        "Timeline: a cell's colour is the kind of the longest stall in it,",
-        "its height that stall's length; K: ksoftirqd took over the CPU.",
-        "Logs never go to the screen: --log FILE.",
-    ] {
-        lines.push(vec![Segment::new(format!("  {note}"), Tone::Dim)]);
     }
     lines
 }

@@ -202,7 +202,7 @@ fn picking_cpus_narrows_the_timeline_and_the_feed() {
     press(&mut app, KeyCode::Char('c'));
     type_text(&mut app, ",9");
     press(&mut app, KeyCode::Enter);
-    assert!(footer_text(&app).contains("outside CPUs 0-3"));
+    assert!(footer_text(&app).contains("CPU 9 is not online (online: 0-3)"));
 }
 
 #[test]
@@ -345,6 +345,42 @@ fn the_selection_follows_its_row_as_new_stalls_arrive() {
         Some(0),
         "Home follows the newest"
     );
+}
+
+/// A host whose online CPUs are 0-3 and 8: the timeline has a row for
+/// CPU 8 (and none for 4-7), and a stall there shows on it.
+#[test]
+fn every_online_cpu_has_a_timeline_row() {
+    let mut header = fixtures::header(5);
+    header.host.online = Some(crate::cpulist::CpuList::parse("0-3,8").unwrap());
+    let mut app = App::live(header, Duration::from_secs(1));
+    app.update(Msg::Resize {
+        width: 120,
+        height: 40,
+    });
+    app.update(Msg::Entry(Box::new(Entry::Records(runq_record(
+        KIND_RUNQ,
+        8,
+        START + S,
+        20 * MS,
+        task(300, "victim", 2),
+        task(400, "hog", 3),
+        None,
+        0,
+    )))));
+    app.update(Msg::Tick {
+        now_ns: START + 2 * S,
+    });
+    assert_eq!(app.rows.cpus, [0, 1, 2, 3, 8]);
+    let cpu8 = app
+        .view()
+        .timeline
+        .rows
+        .iter()
+        .find(|r| r.label.trim() == "cpu 8")
+        .expect("a row for CPU 8");
+    assert_eq!(cpu8.summary.text.trim(), "20ms");
+    assert_eq!(feed(&app), ["8:20:hog"]);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use super::format;
 use super::tables::{kind_tone, Rows};
 use super::view::{Segment, TimelineRow, TimelineView, Tone};
-use crate::model::Report;
+use crate::model::{Report, StallKind};
 
 /// Width of the "cpu 12" label and of the per-row worst stall.
 const LABEL_WIDTH: u16 = 7;
@@ -41,7 +41,7 @@ pub struct TimelineRequest<'a> {
 struct Cell {
     /// Longest stall touching the bucket, and its kind.
     longest_ns: u64,
-    kind: Option<&'static str>,
+    kind: Option<StallKind>,
     takeover: bool,
 }
 

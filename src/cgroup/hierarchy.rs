@@ -2,8 +2,11 @@
 //! controllers are mounted, from /proc/self/mountinfo. Reads nothing else;
 //! never walks or writes cgroupfs.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
+
+use procfs::process::MountInfo;
 
 use super::CgroupError;
 
@@ -36,7 +39,7 @@ impl Hierarchy {
         let mounts: Vec<Mount> = mountinfo.lines().filter_map(Mount::parse).collect();
         let v1 = |controller: &str| {
             pick(&mounts, |m| {
-                m.fstype == "cgroup" && m.super_options.split(',').any(|o| o == controller)
+                m.fstype == "cgroup" && m.super_options.contains_key(controller)
             })
         };
         if let Some(cpu_mount) = v1("cpu") {
@@ -75,31 +78,26 @@ impl Hierarchy {
     }
 }
 
-/// The fields of one mountinfo line that matter here.
-struct Mount<'a> {
+/// The fields of one mountinfo line that matter here. procfs splits the
+/// line; the mount point's octal escapes are undone here (procfs keeps them).
+struct Mount {
     /// The directory of the hierarchy mounted here ("/" unless it is a bind
     /// mount of a subtree or seen from inside a cgroup namespace).
-    root: &'a str,
+    root: String,
     mount_point: PathBuf,
-    fstype: &'a str,
-    super_options: &'a str,
+    fstype: String,
+    super_options: HashMap<String, Option<String>>,
 }
 
-impl<'a> Mount<'a> {
-    /// `id parent major:minor root mount_point options [optional...] -
-    /// fstype source super_options`; None for a line of another shape.
-    fn parse(line: &'a str) -> Option<Mount<'a>> {
-        let (left, right) = line.split_once(" - ")?;
-        let left: Vec<&str> = left.split(' ').collect();
-        let right: Vec<&str> = right.split(' ').collect();
-        if left.len() < 6 || right.len() < 3 {
-            return None;
-        }
+impl Mount {
+    /// None for a line of another shape.
+    fn parse(line: &str) -> Option<Mount> {
+        let m = MountInfo::from_line(line).ok()?;
         Some(Mount {
-            root: left[3],
-            mount_point: PathBuf::from(unescape(left[4])),
-            fstype: right[0],
-            super_options: right[2],
+            root: m.root,
+            mount_point: PathBuf::from(unescape(&m.mount_point.to_string_lossy())),
+            fstype: m.fs_type,
+            super_options: m.super_options,
         })
     }
 }

@@ -10,10 +10,8 @@ use std::time::Duration;
 /// These tests create cgroups, which needs root. The suite runs as root in
 /// CI, so a non-root run is a misconfiguration to report, not to skip.
 pub(super) fn assert_root() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
+    assert!(
+        rustix::process::geteuid().is_root(),
         "this test creates cgroups under /sys/fs/cgroup and needs root: \
          run the suite as root (sudo -E cargo test)"
     );

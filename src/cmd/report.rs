@@ -1,11 +1,11 @@
 //! `stalltop report FILE [--json]`: read a recording (up to any damage),
 //! analyse it, print the report.
 
-use std::fmt::Write as _;
+mod text;
 
 use crate::cli::ReportArgs;
 use crate::model::{Analysis, Report};
-use crate::record;
+use crate::record::{self, Recording};
 use crate::Failure;
 
 pub fn run(args: &ReportArgs) -> Result<(), Failure> {
@@ -23,272 +23,77 @@ pub fn run(args: &ReportArgs) -> Result<(), Failure> {
             )));
         }
     }
-    let mut analysis = Analysis::new(recording.header);
-    for entry in &recording.entries {
-        analysis.apply(entry);
-    }
-    let report = analysis.report();
+    let report = report_of(&recording);
     if args.json {
-        let json = serde_json::to_string_pretty(&report).expect("a report always serializes");
-        println!("{json}");
+        println!("{}", json(&report));
     } else {
-        print!("{}", text(&report));
+        print!("{}", text::render(&report));
     }
     Ok(())
 }
 
-/// The human summary. Layout only: every number comes from the report.
-fn text(r: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "stalltop {} on {} (kernel {}, {} CPUs), {:.1}s recorded, {} probes, cgroups by {}",
-        r.version,
-        r.host.hostname,
-        r.host.kernel,
-        r.host.cpus,
-        r.duration_ns as f64 / 1e9,
-        r.settings.attach,
-        r.settings.cgroup_hierarchy
-    );
-    for warning in &r.warnings {
-        let _ = writeln!(out, "WARNING: {warning}");
+/// The analysis of everything readable in a recording.
+fn report_of(recording: &Recording) -> Report {
+    let mut analysis = Analysis::new(recording.header.clone());
+    for entry in &recording.entries {
+        analysis.apply(entry);
     }
-    let lost: Vec<String> = r
-        .lost_events
-        .iter()
-        .filter(|(_, &n)| n > 0)
-        .map(|(k, n)| format!("{k} {n}"))
-        .collect();
-    if !lost.is_empty() {
-        let _ = writeln!(out, "LOST EVENTS: {}", lost.join(", "));
-    }
-
-    stalls_text(&mut out, r);
-
-    let _ = writeln!(out, "\nRun-queue latency by cgroup (waits for a CPU)");
-    let _ = writeln!(
-        out,
-        "  {:<40} {:>8} {:>9} {:>9} {:>9}  preempted by own/other/kthread, top preemptor",
-        "cgroup", "waits", "p50", "p99", "max"
-    );
-    for row in &r.runq {
-        let top = row
-            .top_preemptors
-            .first()
-            .map(|p| format!("{} ({}) x{}", p.comm, p.cgroup, p.count))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "  {:<40} {:>8} {:>9} {:>9} {:>9}  {}/{}/{} {}",
-            clip(&row.cgroup, 40),
-            row.count,
-            ms(row.p50_ns),
-            ms(row.p99_ns),
-            ms(row.max_ns),
-            row.preempted_by.same_cgroup,
-            row.preempted_by.other_cgroup,
-            row.preempted_by.kthread,
-            top
-        );
-    }
-
-    let _ = writeln!(
-        out,
-        "\nWaits over {} ({} total, newest last)",
-        ms(r.settings.runq_threshold_ns),
-        r.runq_events.len()
-    );
-    for e in r.runq_events.iter().rev().take(20).rev() {
-        let _ = writeln!(
-            out,
-            "  cpu {:<3} {:>9}  {} [{}] {} waited; {} [{}] {} had the CPU{}",
-            e.cpu,
-            ms(e.wait_ns),
-            e.comm,
-            e.pid,
-            e.cgroup,
-            e.ran_instead.comm,
-            e.ran_instead.pid,
-            e.ran_instead.cgroup,
-            host_share(e.steal_ns)
-        );
-    }
-
-    let _ = writeln!(out, "\nCFS throttling (cgroups with a CPU quota)");
-    for t in &r.throttling {
-        let _ = writeln!(
-            out,
-            "  {:<40} quota {}us/{}us cpus {}: throttled {} of {} periods ({}%), {} total, usage {}",
-            clip(&t.cgroup, 40),
-            t.quota_us,
-            t.period_us,
-            t.cpus.as_deref().unwrap_or("?"),
-            t.nr_throttled,
-            t.nr_periods,
-            t.throttled_pct,
-            ms(t.throttled_ns),
-            t.usage_of_quota_pct
-                .map_or("?".into(), |p| format!("{p}% of quota")),
-        );
-    }
-    out
+    analysis.report()
 }
 
-/// Stalls, culprits, takeovers, syscalls and softirqs.
-fn stalls_text(out: &mut String, r: &Report) {
-    let _ = writeln!(
-        out,
-        "\nStalls: {} (over {}), newest last",
-        r.stalls.len(),
-        ms(r.settings.stall_threshold_ns)
-    );
-    for s in r.stalls.iter().rev().take(15).rev() {
-        let waited = match (&s.waited.softirq, &s.waited.comm) {
-            (Some(v), Some(c)) => format!("{v} softirq and {c}"),
-            (Some(v), None) => format!("{v} softirq"),
-            (None, Some(c)) => c.clone(),
-            (None, None) => "interrupts".into(),
-        };
-        let culprit = s.culprit.as_ref().map_or("unknown".to_string(), |c| {
-            let mut text = format!("{} [{}] ({})", c.comm, c.pid, c.container);
-            if let Some(call) = &c.syscall {
-                let _ = write!(text, " in {call}");
-            }
-            if let Some(path) = &c.path {
-                let _ = write!(text, " {path}");
-            }
-            if let Some(oncpu) = c.oncpu_ns {
-                let _ = write!(text, ", {} on-CPU", ms(oncpu));
-            }
-            if let Some(frame) = c.stack.first() {
-                let _ = write!(text, ", at {frame}");
-            }
-            text
-        });
-        let waited = format!("{waited}{}", host_share(s.waited.steal_ns.unwrap_or(0)));
-        let _ = writeln!(
-            out,
-            "  cpu {:<3} {:>9} {:<9} {waited} waited; held by {culprit}",
-            s.cpu,
-            ms(s.duration_ns),
-            s.kind
-        );
-        if let Some(evidence) = &s.evidence {
-            let _ = writeln!(out, "                          {evidence}");
+/// `--json`: the report as one pretty-printed object.
+fn json(report: &Report) -> String {
+    serde_json::to_string_pretty(report).expect("a report always serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::app::fixtures;
+
+    /// The text and the JSON report of every committed recording
+    /// (tests/fixtures/*.stl), as `stalltop report` prints them.
+    #[test]
+    fn reports_of_the_committed_recordings() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut recordings: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| entry.expect("a directory entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "stl"))
+            .collect();
+        recordings.sort();
+        assert!(!recordings.is_empty(), "no recording in {}", dir.display());
+        for path in recordings {
+            let recording =
+                record::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let report = report_of(&recording);
+            assert!(!report.stalls.is_empty(), "{}: no stall", path.display());
+            let name = path.file_stem().expect("a file name").to_string_lossy();
+            insta::with_settings!({ snapshot_suffix => name.as_ref() }, {
+                insta::assert_snapshot!("text", text::render(&report));
+                insta::assert_snapshot!("json", json(&report));
+            });
         }
     }
 
-    let _ = writeln!(out, "\nCulprits (by total stall time)");
-    for c in r.culprits.iter().take(10) {
-        let _ = writeln!(
-            out,
-            "  {:<16} {:<24} {:<12} {:<40} x{:<5} total {:>9} worst {:>9}",
-            c.comm,
-            clip(&c.container, 24),
-            c.syscall.as_deref().unwrap_or("-"),
-            clip(c.path.as_deref().unwrap_or("-"), 40),
-            c.count,
-            ms(c.total_stall_ns),
-            ms(c.worst_ns)
-        );
-    }
-
-    let _ = writeln!(out, "\nksoftirqd takeovers: {}", r.takeovers.len());
-    for t in r.takeovers.iter().rev().take(10).rev() {
-        let holder = t.culprit.as_ref().map_or("unknown".into(), |c| {
-            format!(
-                "{} [{}] {}",
-                c.comm,
-                c.pid,
-                c.syscall.as_deref().unwrap_or("")
-            )
-        });
-        let _ = writeln!(
-            out,
-            "  cpu {:<3} ksoftirqd waited {:>9} behind {holder}{}",
-            t.cpu,
-            ms(t.wait_ns),
-            host_share(t.steal_ns)
-        );
-    }
-
-    let sampled = if r.settings.syscalls == "sampled" {
-        ", sampled (per-call latency needs --syscalls exact)"
-    } else {
-        ""
-    };
-    let _ = writeln!(out, "\nSyscalls by kernel (on-CPU) time{sampled}");
-    for c in r.syscalls.iter().take(10) {
-        let top = c
-            .top_paths
-            .first()
-            .map_or(String::new(), |p| format!(" {}", p.path));
-        let _ = writeln!(
-            out,
-            "  {:<18} {:<24} x{:<9} p50 {:>9} p99 {:>9} max {:>9} on-CPU {:>10}{top}",
-            c.syscall,
-            clip(&c.container, 24),
-            c.count,
-            c.p50_ns.map_or("-".into(), ms),
-            c.p99_ns.map_or("-".into(), ms),
-            ms(c.max_ns),
-            ms(c.oncpu_total_ns)
-        );
-    }
-
-    let _ = writeln!(out, "\nSoftirq delay (raise to run) by CPU and vector");
-    for s in r.softirq.iter().filter(|s| s.count > 0) {
-        let _ = writeln!(
-            out,
-            "  cpu {:<3} {:<8} x{:<8} p50 {:>9} p99 {:>9} max {:>9}  {} runs in ksoftirqd",
-            s.cpu,
-            s.vector,
-            s.count,
-            ms(s.p50_ns),
-            ms(s.p99_ns),
-            ms(s.max_ns),
-            s.in_ksoftirqd
-        );
-    }
-    for s in r.softirq_stolen.iter().take(5) {
-        let _ = writeln!(
-            out,
-            "  {} ran {} inside {} [{}]'s time slices ({} times)",
-            s.vector,
-            ms(s.ns),
-            s.comm,
-            s.pid,
-            s.count
-        );
-    }
-}
-
-/// " (the host took 3.20ms of it)" when the hypervisor took part of a wait (steal time).
-fn host_share(steal_ns: u64) -> String {
-    if steal_ns == 0 {
-        String::new()
-    } else {
-        format!(" (the host took {} of it)", ms(steal_ns))
-    }
-}
-
-fn ms(ns: u64) -> String {
-    format!("{:.2}ms", ns as f64 / 1e6)
-}
-
-fn clip(s: &str, width: usize) -> String {
-    if s.chars().count() <= width {
-        s.to_string()
-    } else {
-        let tail: String = s
-            .chars()
-            .rev()
-            .take(width - 1)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        format!("…{tail}")
+    /// The synthetic recording with every case: irqs-off evidence, takeovers,
+    /// throttling, a wait the hypervisor stretched.
+    #[test]
+    fn report_of_every_case() {
+        let report = report_of(&fixtures::busy());
+        let text = text::render(&report);
+        for expected in [
+            "cadvisor [2101] (cadvisor.service) in read",
+            "no sampler tick for 38.0 ms",
+            "ksoftirqd waited",
+            "(the host took 6.00ms of it)",
+            "throttled 36 of 90 periods",
+        ] {
+            assert!(text.contains(expected), "`{expected}` is missing:\n{text}");
+        }
+        insta::assert_snapshot!("busy_text", text);
+        insta::assert_snapshot!("busy_json", json(&report));
     }
 }

@@ -7,12 +7,14 @@ mod culprits;
 mod report;
 mod stalls;
 mod throttle;
+mod waits;
 
 use std::collections::{HashMap, VecDeque};
 
 pub use culprits::{path_pattern, CulpritRow};
-pub use report::Report;
+pub use report::{Report, RunqRow, StallRow, SyscallRow, ThrottleRow};
 pub use stalls::{Stall, StallKind};
+pub use waits::waits_by_design;
 
 use crate::event::{self, Event, RunqWait, SlowSyscall};
 use crate::stream::{Entry, Header, KernelSnapshot};
@@ -170,7 +172,6 @@ fn push_bounded<T>(queue: &mut VecDeque<T>, item: T) {
 }
 
 #[cfg(test)]
+mod stall_tests;
+#[cfg(test)]
 mod tests;
-
-// For the live view (src/app), which formats report rows itself.
-pub use report::{StallRow, SyscallRow};

@@ -5,6 +5,9 @@
 //! the stack samples taken inside the interval.
 
 use std::collections::{HashMap, VecDeque};
+use std::fmt;
+
+use serde::Serialize;
 
 use crate::event::{RunqWait, Sample, SlowSyscall, SoftirqDelay, TaskRef};
 
@@ -19,16 +22,23 @@ const RECENT_CALLS: usize = 4_096;
 /// Stack samples kept per stall.
 const SAMPLES_PER_STALL: usize = 400;
 
-/// What kind of waiting made the stall, most telling first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// What kind of waiting made the stall; a merged stall takes the greatest
+/// of its signals' kinds. Serialized (and printed) by `name`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StallKind {
+    /// A runnable task waited for its CPU.
     Runq,
+    /// ksoftirqd/N waited for its CPU (a takeover).
     Ksoftirqd,
+    /// A raised softirq waited to run.
     Softirq,
+    /// The sampler saw no tick: interrupts were off (or the vCPU did not run).
     Irqoff,
 }
 
 impl StallKind {
+    /// As in reports and the JSON: "runq", "ksoftirqd", "softirq", "irqoff".
     pub fn name(self) -> &'static str {
         match self {
             StallKind::Runq => "runq",
@@ -36,6 +46,12 @@ impl StallKind {
             StallKind::Softirq => "softirq",
             StallKind::Irqoff => "irqoff",
         }
+    }
+}
+
+impl fmt::Display for StallKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
     }
 }
 

@@ -68,6 +68,7 @@ mod tests {
                 hostname: "db-7.example".into(),
                 kernel: "6.8.0-45-generic".into(),
                 cpus: 16,
+                online: None,
             },
             start_ns: 1_234_567_890_123,
             wall_clock_offset_ns: 1_700_000_000_000_000_000,

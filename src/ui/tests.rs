@@ -138,6 +138,76 @@ fn busy_narrow_every_pane() {
     insta::assert_snapshot!(screens.join("\n"));
 }
 
+/// The first screen answers without a key, at 120x40 and at 80x24: before
+/// any wait crossed the threshold, the stall pane lists the worst waits
+/// with who held the CPU, marked as under it, above the containers with
+/// their neighbours; epoll_pwait's seconds of waiting are no worst syscall.
+#[test]
+fn first_screen_names_the_hog_under_the_threshold() {
+    let mut screens = Vec::new();
+    for (width, height) in [(120, 40), (80, 24)] {
+        let app = replay_at_end(fixtures::hog_under_threshold(), width, height);
+        let s = screen(&app);
+        assert_shows(
+            &s,
+            &[
+                "· none over 10ms yet: the worst waits so far",
+                "6.2ms",
+                "runq<10ms",
+                "/stalltop_victim",
+                "hog /stalltop_noisy ×82",
+                "[Containers]",
+                "hog ×82",
+            ],
+        );
+        // The worst syscall column fits from 120 columns.
+        assert_eq!(s.contains("read 2ms"), width >= 120, "{s}");
+        assert!(
+            !s.contains("epoll"),
+            "a wait by design as a worst syscall:\n{s}"
+        );
+        screens.push(s);
+    }
+    insta::assert_snapshot!(screens.join("\n"));
+}
+
+/// Once stalls are recorded, the first screen shows them above the culprits.
+#[test]
+fn first_screen_shows_stalls_above_culprits() {
+    for (width, height) in [(120, 40), (80, 24)] {
+        let s = screen(&replay_at_end(fixtures::busy(), width, height));
+        assert_shows(
+            &s,
+            &[
+                "Stalls & takeovers",
+                "cadvisor[2101]",
+                "[Culprits]",
+                "COMM",
+                "TOTAL▼",
+                "cadvisor.servic",
+                "batch.service",
+            ],
+        );
+    }
+}
+
+#[test]
+fn detail_popup_of_a_worst_wait() {
+    let mut app = replay_at_end(fixtures::hog_under_threshold(), 120, 40);
+    press(&mut app, KeyCode::Enter);
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &[
+            "Worst wait of /stalltop_victim",
+            "6.2ms, under the 10ms threshold",
+            "another cgroup 164",
+            "×82        hog in /stalltop_noisy",
+        ],
+    );
+    insta::assert_snapshot!(s);
+}
+
 #[test]
 fn header_with_warnings_and_lost_events() {
     let header = crate::stream::Header {

@@ -346,24 +346,18 @@ fn program_names() -> Result<HashMap<u32, String>> {
 
 /// utime + stime of a process, in seconds.
 fn process_cpu_s(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the parenthesised comm: utime and stime are the 12th and 13th.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields
-        .get(11..13)
-        .context("short /proc/pid/stat")?
-        .iter()
-        .map(|f| f.parse::<f64>().unwrap_or(0.0))
-        .sum();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok(ticks / hz)
+    let stat = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .with_context(|| format!("/proc/{pid}/stat"))?;
+    Ok((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
 }
 
 fn stop(child: &mut Child) -> Result<()> {
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let pid = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .context("the child's pid")?;
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).context("kill -INT")?;
     let deadline = Instant::now() + Duration::from_secs(20);
     while child.try_wait()?.is_none() {
         if Instant::now() > deadline {

@@ -2,27 +2,16 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 
-static REQUESTED: AtomicBool = AtomicBool::new(false);
+use signal_hook::consts::{SIGINT, SIGTERM};
 
-extern "C" fn on_signal(_signal: libc::c_int) {
-    REQUESTED.store(true, Ordering::SeqCst);
-}
+static REQUESTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(Default::default);
 
 /// Replaces the default "terminate at once" action of SIGINT and SIGTERM with setting the flag.
 pub fn install() -> io::Result<()> {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction is a valid value; the handler only stores to an atomic,
-        // which is async-signal-safe; no old action is requested.
-        let rc = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    for signal in [SIGINT, SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&REQUESTED))?;
     }
     Ok(())
 }

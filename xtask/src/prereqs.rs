@@ -24,8 +24,7 @@ pub fn ensure() -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         bail!(
             "missing packages: {}; run as root (sudo) so they can be installed, or install them",
             missing.join(" ")

@@ -5,7 +5,6 @@
 mod btf_blob;
 mod debian_arm64;
 
-use std::ffi::CStr;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -96,14 +95,8 @@ fn write_header(btf: &Path, dir: &Path, from: &str) -> Result<()> {
 
 /// `uname -m`, as an architecture stalltop builds for.
 fn host_arch() -> Result<Arch> {
-    // SAFETY: utsname is plain old data; all zeroes is a valid value.
-    let mut name: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `name` is valid, writable storage for uname to fill.
-    if unsafe { libc::uname(&mut name) } != 0 {
-        bail!("uname: {}", std::io::Error::last_os_error());
-    }
-    // SAFETY: uname NUL-terminates every field, so `machine` is a valid C string.
-    let machine = unsafe { CStr::from_ptr(name.machine.as_ptr()) }.to_string_lossy();
+    let name = rustix::system::uname();
+    let machine = name.machine().to_string_lossy();
     match machine.as_ref() {
         "x86_64" => Ok(Arch::X86_64),
         "aarch64" | "arm64" => Ok(Arch::Aarch64),

@@ -13,12 +13,24 @@ use std::process::ExitCode;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 
 mod floor_skel {
-    #![allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
+    #![allow(
+        clippy::all,
+        clippy::undocumented_unsafe_blocks,
+        dead_code,
+        non_camel_case_types,
+        unused_imports
+    )]
     include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
 }
 
 mod minimal_skel {
-    #![allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
+    #![allow(
+        clippy::all,
+        clippy::undocumented_unsafe_blocks,
+        dead_code,
+        non_camel_case_types,
+        unused_imports
+    )]
     include!(concat!(env!("OUT_DIR"), "/minimal.skel.rs"));
 }
 

@@ -9,7 +9,7 @@ use crate::scenario::ksoftirqd::{Burst, Switch, Truth};
 /// ksoftirqd/1's first switch-in after a burst (~1 us, longer when the watcher was preempted
 /// between two reads); and when that
 /// switch-in came within this of the burst's end, the hog held the CPU for the whole wait and
-/// must be named (repro.md A: ±2 ms; measured: the takeover ends 3-7 us before the watcher sees
+/// must be named (measured: the takeover ends 3-7 us before the watcher sees
 /// the switch, 15-40 us after the burst).
 const TAKEOVER_END_SLACK_NS: u64 = 2_000_000;
 /// ksoftirqd: at least this share of the judged bursts (no vCPU stall, watched in time) must

@@ -6,9 +6,10 @@ use super::report::Report;
 use crate::scenario::Cgroups;
 
 /// The noisy neighbour must push the victim's runq p99 to at least this multiple of the quiet
-/// baseline's (repro.md D: victim lateness p99 3.0 ms with the hogs, 0.24-0.26 ms without).
+/// baseline's (measured on a 2-CPU VM: victim lateness p99 3.0 ms with the hogs, 0.24-0.26 ms
+/// without).
 const NOISY_P99_FACTOR: u64 = 3;
-/// ... and its worst wait to at least this (repro.md D: 6.9-7.0 ms measured with shares 10240).
+/// ... and its worst wait to at least this (6.9-7.0 ms measured with shares 10240).
 const NOISY_MIN_MAX_NS: u64 = 3_000_000;
 /// The comm of the preemptor the victim must blame first (in the noisy cgroup).
 const NOISY_COMM: &str = "hog";

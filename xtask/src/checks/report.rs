@@ -138,7 +138,7 @@ pub struct SoftirqRow {
     pub p99_ns: u64,
     pub max_ns: u64,
     pub in_ksoftirqd: u64,
-    /// Beyond the contract; checked when present.
+    /// Absent from older reports; checked when present.
     #[serde(default)]
     pub run_in_ksoftirqd_ns: Option<u64>,
 }

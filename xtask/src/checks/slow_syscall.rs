@@ -7,7 +7,7 @@ use super::{percent_of, pretty};
 use crate::scenario::slow_syscall;
 
 /// slow-syscall: a call's wall time as stalltop reports it, within this of the culprit's own
-/// measurement (the brief's ±10%; agreement seen is within 1.5%).
+/// measurement (the agreement seen is within 1.5%).
 const CALL_WALL_PERCENT: u64 = 10;
 /// slow-syscall: stalltop's on-CPU time of a call is at least this much below the culprit's own
 /// CPU clock, and at most this much above `wall - runq wait` (the ceiling stolen time included:

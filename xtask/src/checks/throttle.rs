@@ -12,7 +12,7 @@ const THROTTLED_COUNT_SLACK: u64 = 2;
 /// periods: the cgroup exists only during the scenario (which keeps it, idle, 1 s after its own
 /// final read so that a poller sees the final counters). So this is edge headroom only.
 const THROTTLED_COUNT_PERCENT: u64 = 10;
-/// Relative tolerance on throttled time (repro.md C asks ±20%).
+/// Relative tolerance on throttled time.
 const THROTTLED_TIME_PERCENT: u64 = 20;
 
 /// throttle: stalltop's throttling row for the cgroup matches the scenario's own cpu.stat delta.

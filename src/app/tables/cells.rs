@@ -1,0 +1,182 @@
+//! How a row of each table reads: one segment per column, in the order of
+//! the table's column enum, and the short texts detail popups reuse (what
+//! waited, the culprit chain, a kind's name and colour).
+
+use std::fmt::Write as _;
+
+use super::views::{ContainerView, CulpritView};
+use crate::app::format;
+use crate::app::view::{Segment, Tone};
+use crate::cgroup::container_of;
+use crate::model::{Report, RunqRow, StallKind, StallRow, SyscallRow};
+
+pub fn kind_tone(kind: StallKind) -> Tone {
+    match kind {
+        StallKind::Runq => Tone::Runq,
+        StallKind::Ksoftirqd => Tone::Ksoftirqd,
+        StallKind::Softirq => Tone::Softirq,
+        StallKind::Irqoff => Tone::Irqoff,
+    }
+}
+
+/// A kind as the screen names it ("irqs-off" where reports say "irqoff").
+pub fn kind_label(kind: StallKind) -> &'static str {
+    match kind {
+        StallKind::Irqoff => "irqs-off",
+        kind => kind.name(),
+    }
+}
+
+/// What waited, short: "NET_RX", "victim[300]", "NET_RX+ksoftirqd/1".
+pub fn waited_text(stall: &StallRow) -> String {
+    let task = stall
+        .waited
+        .comm
+        .as_ref()
+        .map(|comm| match stall.waited.pid {
+            Some(pid) if !comm.starts_with("ksoftirqd/") => format!("{comm}[{pid}]"),
+            _ => comm.clone(),
+        });
+    match (stall.waited.softirq, task) {
+        (Some(vector), Some(task)) => format!("{vector}+{task}"),
+        (Some(vector), None) => vector.to_string(),
+        (None, Some(task)) => task,
+        (None, None) if stall.kind == StallKind::Irqoff => "(interrupts off)".into(),
+        (None, None) => "-".into(),
+    }
+}
+
+/// Who held the CPU, as a chain: task, container, syscall, file, on-CPU.
+pub fn culprit_chain(stall: &StallRow) -> String {
+    let Some(c) = &stall.culprit else {
+        return "(nobody seen holding the CPU)".into();
+    };
+    let mut chain = format!("{}[{}]", c.comm, c.pid);
+    // Most tasks run on the host: say where only when it is elsewhere.
+    if c.container != "host" {
+        let _ = write!(chain, " {}", c.container);
+    }
+    if let Some(syscall) = &c.syscall {
+        let _ = write!(chain, " › {syscall}");
+    }
+    if let Some(path) = c.path.as_ref().filter(|p| !p.is_empty()) {
+        let _ = write!(chain, " › {path}");
+    }
+    if let Some(oncpu) = c.oncpu_ns {
+        let _ = write!(chain, " › {} on-CPU", format::duration(oncpu));
+    }
+    chain
+}
+
+pub fn feed_cells(stall: &StallRow, now_ns: u64) -> Vec<Segment> {
+    let end = stall.start_ns + stall.duration_ns;
+    vec![
+        Segment::new(format::age(now_ns.saturating_sub(end)), Tone::Dim),
+        Segment::plain(stall.cpu.to_string()),
+        Segment::new(format::duration(stall.duration_ns), Tone::Strong),
+        Segment::new(kind_label(stall.kind), kind_tone(stall.kind)),
+        Segment::plain(waited_text(stall)),
+        Segment::plain(culprit_chain(stall)),
+    ]
+}
+
+/// A cgroup's worst wait while no stall crossed the threshold: marked as
+/// under it, with the task that most often held the CPU during its waits.
+pub fn wait_cells(row: &RunqRow, runq_threshold_ns: u64) -> Vec<Segment> {
+    vec![
+        Segment::new("-", Tone::Dim),
+        Segment::new("-", Tone::Dim),
+        Segment::new(format::duration(row.max_ns), Tone::Strong),
+        Segment::new(
+            format!("runq<{}", format::duration(runq_threshold_ns)),
+            Tone::Dim,
+        ),
+        Segment::plain(&row.container),
+        Segment::plain(holder_text(row)),
+    ]
+}
+
+/// "hog /stalltop_noisy ×82 held the CPU most", or why there is no name.
+fn holder_text(row: &RunqRow) -> String {
+    match row.top_preemptors.first() {
+        Some(p) => format!(
+            "{} {} ×{} held the CPU most",
+            p.comm,
+            container_of(&p.cgroup),
+            p.count
+        ),
+        None => "(no task seen holding the CPU 1ms or more)".into(),
+    }
+}
+
+pub fn culprit_cells(view: &CulpritView, now_ns: u64) -> Vec<Segment> {
+    let row = &view.row;
+    vec![
+        Segment::new(&row.comm, Tone::Strong),
+        Segment::plain(&row.container),
+        Segment::plain(call_text(row.syscall.as_deref(), row.path.as_deref())),
+        Segment::plain(row.count.to_string()),
+        Segment::new(format::duration(row.total_stall_ns), Tone::Strong),
+        Segment::plain(format::duration(row.worst_ns)),
+        Segment::new(
+            format::age(now_ns.saturating_sub(row.last_seen_ns)),
+            Tone::Dim,
+        ),
+    ]
+}
+
+/// "read › /proc/slabinfo", "read", "-".
+fn call_text(syscall: Option<&str>, path: Option<&str>) -> String {
+    match (syscall, path.filter(|p| !p.is_empty())) {
+        (Some(syscall), Some(path)) => format!("{syscall} › {path}"),
+        (Some(syscall), None) => syscall.to_string(),
+        (None, Some(path)) => path.to_string(),
+        (None, None) => "-".into(),
+    }
+}
+
+pub fn container_cells(c: &ContainerView, report: &Report) -> Vec<Segment> {
+    let runq = c.runq.map(|i| &report.runq[i]);
+    let throttle = c.throttle.map(|i| &report.throttling[i]);
+    let ns = |v: Option<u64>| v.map_or("-".to_string(), format::duration);
+    let neighbour = runq
+        .and_then(|r| r.top_preemptors.first())
+        .map_or("-".to_string(), |p| format!("{} ×{}", p.comm, p.count));
+    let throttled_tone = match throttle {
+        Some(t) if t.nr_throttled > 0 => Tone::Warn,
+        _ => Tone::Normal,
+    };
+    vec![
+        Segment::new(&c.container, Tone::Strong),
+        Segment::plain(ns(runq.map(|r| r.p50_ns))),
+        Segment::new(ns(runq.map(|r| r.p99_ns)), Tone::Strong),
+        Segment::plain(ns(runq.map(|r| r.max_ns))),
+        Segment::plain(runq.map_or("-".into(), |r| {
+            let p = &r.preempted_by;
+            format!("{}/{}/{}", p.same_cgroup, p.other_cgroup, p.kthread)
+        })),
+        Segment::plain(neighbour),
+        Segment::new(
+            throttle.map_or("-".into(), |t| format!("{:.1}", t.throttled_pct)),
+            throttled_tone,
+        ),
+        Segment::new(ns(throttle.map(|t| t.throttled_ns)), throttled_tone),
+        Segment::plain(c.worst_syscall.map_or("-".into(), |i| {
+            let s = &report.syscalls[i];
+            format!("{} {}", s.syscall, format::duration(s.max_ns))
+        })),
+    ]
+}
+
+pub fn syscall_cells(row: &SyscallRow) -> Vec<Segment> {
+    vec![
+        Segment::new(&row.syscall, Tone::Strong),
+        Segment::plain(&row.container),
+        Segment::plain(row.count.to_string()),
+        Segment::new(format::duration(row.oncpu_total_ns), Tone::Strong),
+        Segment::plain(format::duration(row.total_ns)),
+        Segment::plain(row.p99_ns.map_or("-".into(), format::duration)),
+        Segment::plain(format::duration(row.max_ns)),
+        Segment::plain(row.top_paths.first().map_or("-", |p| p.path.as_str())),
+    ]
+}

@@ -1,0 +1,157 @@
+//! Encoders for tests elsewhere in the crate: synthetic records with the
+//! real layouts, so analysis tests run on exactly what the kernel emits.
+
+use super::*;
+
+/// The value of `#define NAME value` in bpf/stalltop.h.
+pub fn abi_define(name: &str) -> Option<u64> {
+    include_str!("../../bpf/stalltop.h")
+        .lines()
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("#define") && words.next() == Some(name))
+                .then(|| {
+                    let value = words.next()?;
+                    match value.strip_prefix("0x") {
+                        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                        None => value.parse().ok(),
+                    }
+                })
+                .flatten()
+        })
+}
+
+pub fn task(pid: u32, comm: &str, cgroup: u64) -> types::task_ref {
+    let mut t = types::task_ref {
+        pid,
+        tid: pid,
+        cgroup,
+        ..Default::default()
+    };
+    t.comm[..comm.len()].copy_from_slice(comm.as_bytes());
+    t
+}
+
+pub fn header(kind: u16, size: usize, cpu: u32, ts: u64) -> types::record_header {
+    types::record_header {
+        kind,
+        size: size as u16,
+        cpu,
+        ts,
+    }
+}
+
+/// A runq (or takeover) record: `waiter` waited `wait_ns` until `ts`, and the hypervisor
+/// took `steal_ns` of that.
+#[allow(clippy::too_many_arguments)] // one per field of the record
+pub fn runq_record(
+    kind: u16,
+    cpu: u32,
+    ts: u64,
+    wait_ns: u64,
+    waiter: types::task_ref,
+    ran: types::task_ref,
+    ran_syscall: Option<(i32, u64)>,
+    steal_ns: u64,
+) -> Vec<u8> {
+    let e = types::runq_event {
+        hdr: header(kind, std::mem::size_of::<types::runq_event>(), cpu, ts),
+        wait_ns,
+        waiter,
+        ran,
+        ran_syscall: ran_syscall.map_or(-1, |s| s.0),
+        ran_syscall_ns: ran_syscall.map_or(0, |s| s.1),
+        steal_us: (steal_ns / 1000) as u32,
+    };
+    // SAFETY: runq_event is Plain (see above).
+    unsafe { plain::as_bytes(&e) }.to_vec()
+}
+/// A softirq delay record: `vector` waited `delay_ns` until `ts` and
+/// ran in `ctx` (ksoftirqd if `in_ksoftirqd`).
+pub fn softirq_record(
+    cpu: u32,
+    ts: u64,
+    delay_ns: u64,
+    vector: u32,
+    in_ksoftirqd: bool,
+    ctx: types::task_ref,
+) -> Vec<u8> {
+    let e = types::softirq_event {
+        hdr: header(
+            KIND_SOFTIRQ,
+            std::mem::size_of::<types::softirq_event>(),
+            cpu,
+            ts,
+        ),
+        delay_ns,
+        vector,
+        in_ksoftirqd: u32::from(in_ksoftirqd),
+        ctx,
+        ctx_syscall: -1,
+        ..Default::default()
+    };
+    // SAFETY: softirq_event is Plain (see above).
+    unsafe { plain::as_bytes(&e) }.to_vec()
+}
+
+/// A slow-syscall record whose fd resolved to `path` (absolute).
+#[allow(clippy::too_many_arguments)]
+pub fn syscall_record(
+    cpu: u32,
+    ts: u64,
+    task: types::task_ref,
+    nr: u32,
+    wall_ns: u64,
+    oncpu_ns: u64,
+    fd: u32,
+    path: &str,
+) -> Vec<u8> {
+    let mut e = types::syscall_event {
+        hdr: header(
+            KIND_SYSCALL,
+            std::mem::size_of::<types::syscall_event>(),
+            cpu,
+            ts,
+        ),
+        task,
+        wall_ns,
+        oncpu_ns,
+        nr: nr as i32,
+        fd,
+        path_kind: PATH_DENTRIES,
+        ..Default::default()
+    };
+    // Components leaf first, each NUL-terminated, as the kernel side writes them.
+    let mut off = 0;
+    for name in path.split('/').filter(|c| !c.is_empty()).rev() {
+        e.path[off..off + name.len()].copy_from_slice(name.as_bytes());
+        off += name.len() + 1;
+    }
+    e.path_len = off as u32;
+    // SAFETY: syscall_event is Plain (see above).
+    unsafe { plain::as_bytes(&e) }.to_vec()
+}
+
+/// A sampler tick (or, with `gap_ns` > 0, the first tick after a gap)
+/// with a kernel stack of `frames` (leaf first).
+pub fn sample_record(
+    cpu: u32,
+    ts: u64,
+    task: types::task_ref,
+    syscall: Option<u32>,
+    gap_ns: u64,
+    frames: &[u64],
+) -> Vec<u8> {
+    let kind = if gap_ns > 0 { KIND_IRQOFF } else { KIND_SAMPLE };
+    let mut e = types::sample_event {
+        hdr: header(kind, std::mem::size_of::<types::sample_event>(), cpu, ts),
+        task,
+        gap_ns,
+        syscall: syscall.map_or(-1, |nr| nr as i32),
+        kstack_len: (frames.len() * 8) as u32,
+        ..Default::default()
+    };
+    e.kstack[..frames.len()].copy_from_slice(frames);
+    // SAFETY: sample_event is Plain (see above).
+    unsafe { plain::as_bytes(&e) }.to_vec()
+}

@@ -1,0 +1,89 @@
+//! Decoding: kinds against the ABI header, back-to-back records, damage.
+
+use super::testing::*;
+use super::*;
+
+#[test]
+fn kinds_match_the_abi_header() {
+    for (name, value) in [
+        ("KIND_RUNQ", KIND_RUNQ),
+        ("KIND_TAKEOVER", KIND_TAKEOVER),
+        ("KIND_SOFTIRQ", KIND_SOFTIRQ),
+        ("KIND_SYSCALL", KIND_SYSCALL),
+        ("KIND_SAMPLE", KIND_SAMPLE),
+        ("KIND_IRQOFF", KIND_IRQOFF),
+        ("KIND_MAX", KIND_MAX),
+    ] {
+        assert_eq!(abi_define(name), Some(u64::from(value)), "{name}");
+    }
+}
+
+#[test]
+fn decodes_back_to_back_records() {
+    let mut bytes = runq_record(
+        KIND_RUNQ,
+        1,
+        5_000,
+        12_000_000,
+        task(42, "victim", 7),
+        task(43, "hog", 8),
+        None,
+        0,
+    );
+    bytes.extend(runq_record(
+        KIND_TAKEOVER,
+        1,
+        9_000,
+        100_000_000,
+        task(15, "ksoftirqd/1", 1),
+        task(99, "cadvisor", 9),
+        Some((0, 150_000_000)),
+        0,
+    ));
+    let events = decode(&bytes);
+    assert_eq!(events.len(), 2);
+    let Ok(Event::Runq(w)) = &events[0] else {
+        panic!("{:?}", events[0])
+    };
+    assert_eq!(
+        (w.cpu, w.wait_ns, w.waiter.comm.as_str()),
+        (1, 12_000_000, "victim")
+    );
+    assert_eq!((w.ran.pid, w.ran.cgroup, w.ran_syscall), (43, 8, None));
+    let Ok(Event::Takeover(t)) = &events[1] else {
+        panic!("{:?}", events[1])
+    };
+    assert_eq!(t.ran.comm, "cadvisor");
+    assert_eq!(t.ran_syscall, Some((0, 150_000_000)));
+}
+
+#[test]
+fn unknown_kinds_are_skipped_and_damage_ends_the_buffer() {
+    let mut bytes = Vec::new();
+    let unknown = header(200, 24, 0, 1);
+    // SAFETY: record_header is Plain.
+    bytes.extend(unsafe { plain::as_bytes(&unknown) });
+    bytes.extend([0u8; 8]);
+    bytes.extend(runq_record(
+        KIND_RUNQ,
+        0,
+        2,
+        3,
+        task(1, "a", 1),
+        task(2, "b", 1),
+        None,
+        0,
+    ));
+    bytes.extend([1u8, 0, 0]);
+    let events = decode(&bytes);
+    assert_eq!(events[0], Err(DecodeError::UnknownKind(200)));
+    assert!(matches!(events[1], Ok(Event::Runq(_))));
+    assert_eq!(events[2], Err(DecodeError::Truncated(3)));
+    assert_eq!(events.len(), 3);
+}
+
+#[test]
+fn comm_stops_at_nul_and_survives_bad_utf8() {
+    assert_eq!(comm_str(b"hog\0\0\0garbage"), "hog");
+    assert_eq!(comm_str(&[0xff, b'x']), "\u{fffd}x");
+}

@@ -1,0 +1,95 @@
+//! What the samples say about a stall: the culprit's most frequent stack,
+//! its call and file, and for an irqs-off gap what the first tick after it
+//! found. Pure.
+
+use std::collections::HashMap;
+
+use super::CulpritDetail;
+use crate::cgroup::container_of;
+use crate::event::{FilePath, Sample};
+use crate::model::stalls::Culprit;
+use crate::model::Analysis;
+use crate::syscall_table;
+
+pub(super) fn gap_evidence(a: &Analysis, tick: &Sample) -> String {
+    let gap_ms = tick.gap_ns as f64 / 1e6;
+    if tick.task.tid == 0 {
+        return format!(
+            "no sampler tick for {gap_ms:.1} ms and the CPU was idle after it: no guest-side cause, likely the hypervisor"
+        );
+    }
+    let place = match (tick.kernel_stack.first(), tick.syscall) {
+        (Some(&frame), Some(nr)) => format!(
+            "in the kernel at {} inside {}",
+            a.kernel_symbol(frame),
+            syscall_table::name(nr)
+        ),
+        (Some(&frame), None) => format!("in the kernel at {}", a.kernel_symbol(frame)),
+        (None, _) => "in user mode (no guest-side cause: likely the hypervisor)".into(),
+    };
+    format!(
+        "no sampler tick for {gap_ms:.1} ms; the first one found {} [{}] {place}",
+        tick.task.comm, tick.task.tid
+    )
+}
+
+/// Report form of a culprit: names resolved, call details, the stack it
+/// was seen in most often (its own samples, else any on the CPU).
+pub(super) fn culprit_detail(a: &Analysis, c: &Culprit, samples: &[Sample]) -> CulpritDetail {
+    let own: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.task.tid == c.task.tid)
+        .collect();
+    let pool: Vec<&Sample> = if own.is_empty() {
+        samples.iter().collect()
+    } else {
+        own
+    };
+    let top = most_frequent_stack(&pool);
+    let cgroup = a.cgroup_path(c.task.cgroup);
+    CulpritDetail {
+        pid: c.task.pid,
+        tid: c.task.tid,
+        comm: c.task.comm.clone(),
+        container: container_of(&cgroup),
+        cgroup,
+        syscall: c.syscall.map(syscall_table::name),
+        path: c.call.as_ref().and_then(|call| path_text(&call.path)),
+        oncpu_ns: c.call.as_ref().map(|call| call.oncpu_ns),
+        wall_ns: c.call.as_ref().map(|call| call.wall_ns),
+        softirq_ns: c.call.as_ref().map(|call| call.softirq_ns),
+        stack: top
+            .map(|s| s.kernel_stack.iter().map(|&f| a.kernel_symbol(f)).collect())
+            .unwrap_or_default(),
+        user_stack: top
+            .map(|s| {
+                s.user_stack
+                    .iter()
+                    .map(|&f| a.user_symbol(s.task.pid, f))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        samples: samples.len(),
+    }
+}
+
+fn most_frequent_stack<'s>(samples: &[&'s Sample]) -> Option<&'s Sample> {
+    let mut counts: HashMap<&[u64], (usize, &'s Sample)> = HashMap::new();
+    for s in samples {
+        counts.entry(&s.kernel_stack).or_insert((0, s)).0 += 1;
+    }
+    counts
+        .into_values()
+        .max_by_key(|(n, s)| (*n, std::cmp::Reverse(s.ts_ns)))
+        .map(|(_, s)| s)
+}
+
+/// A slow call's file as reports show it; sockets and pipes as `socket:[inode]`.
+pub(super) fn path_text(path: &FilePath) -> Option<String> {
+    match path {
+        FilePath::None => None,
+        FilePath::Resolved { path, .. } => Some(path.clone()),
+        FilePath::Given(path) => Some(path.clone()),
+        FilePath::Special { kind, inode } => Some(format!("{kind}:[{inode}]")),
+    }
+}
