@@ -255,7 +255,7 @@ struct slice {
 	__u8 comm[COMM_LEN];
 };
 
-#define SAMPLED_CALLS 2
+#define SAMPLED_CALLS 4
 
 /* Sampled syscalls (no syscall hooks): a call the CPU sampler found in
  * progress, from consecutive ticks that found the same thread in the
@@ -268,9 +268,11 @@ struct sampled_call {
 	__u64 arg1;
 	__u64 first_tick;
 	__u64 last_tick;
-	/* the thread's completed read and write calls at the first tick: a
-	 * change means the call seen since is another */
+	/* the thread's completed read and write calls, and its voluntary
+	 * switches (it blocked), at the first tick: a change means the call
+	 * seen since is another, or another stretch of it */
 	__u64 io_calls;
+	__u64 blocks;
 	__u32 ticks; /* 0: no call in progress */
 	__s32 nr;
 	__u32 path_ready; /* its path_bufs slot holds its file (resolved while it ran) */
@@ -323,8 +325,8 @@ struct cpu_state {
 	__u32 _pad2;
 	__u64 refilled[KIND_MAX];
 	struct slice slices[SLICES];
-	/* One slot per thread found in a call: a short visitor (the task a
-	 * long call yields to) takes the other slot, not the long call's. */
+	/* One slot per thread found in a call: short visitors (the tasks a
+	 * long call yields to) take the others, not the long call's. */
 	struct sampled_call sampled[SAMPLED_CALLS];
 	struct probe_cost cost[PROBE_MAX];
 };

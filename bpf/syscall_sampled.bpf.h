@@ -7,9 +7,11 @@
  * thread elsewhere (in user space, in another call), when no tick has found
  * it for long, or when another thread's call needs its slot. Its time on
  * the CPU is a period per tick, its wall time known to about a period; its
- * file is resolved while it runs. Back-to-back calls with the same
- * arguments that no tick sees apart read as one, unless a read or write
- * came between them; a call that moves to another CPU reads as two.
+ * file is resolved while it runs. A call that blocks is a new stretch
+ * each time it runs again (held CPU is what counts here); back-to-back
+ * calls with the same arguments that no tick sees apart read as one,
+ * unless a read or write came between them or they blocked; a call that
+ * moves to another CPU reads as two.
  */
 #ifndef STALLTOP_SYSCALL_SAMPLED_BPF_H
 #define STALLTOP_SYSCALL_SAMPLED_BPF_H
@@ -116,15 +118,18 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 	struct task_struct *t = current_task(btf);
 	struct syscall_stats *stats;
 	struct sampled_call *s;
-	__u64 arg0 = 0, arg1 = 0, io_calls = 0, oldest = now;
+	__u64 arg0 = 0, arg1 = 0, io_calls = 0, blocks = 0;
+	__u32 fewest = (__u32)-1;
 	int mine = -1, free = -1, evict = 0;
 	__s32 nr = -1;
 	__u32 i;
 
 	if (tid && in_kernel)
 		nr = syscall_in_progress(btf, t, &arg0, &arg1);
-	if (nr >= 0)
+	if (nr >= 0) {
 		io_calls = io_calls_of(btf, t);
+		blocks = FIELD(btf, t, nvcsw);
+	}
 	for (i = 0; i < SAMPLED_CALLS; i++) {
 		s = &cs->sampled[i];
 		if (!s->ticks) {
@@ -132,7 +137,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 			continue;
 		}
 		if (s->task.tid == tid && nr == s->nr && arg0 == s->arg0 && arg1 == s->arg1 &&
-		    io_calls == s->io_calls) {
+		    io_calls == s->io_calls && blocks == s->blocks) {
 			mine = i;
 			continue;
 		}
@@ -141,8 +146,10 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 			free = i;
 			continue;
 		}
-		if (s->last_tick < oldest) {
-			oldest = s->last_tick;
+		/* If every slot is taken, the call with the fewest ticks gives
+		 * way: a long call outlasts visitors. */
+		if (s->ticks < fewest) {
+			fewest = s->ticks;
 			evict = i;
 		}
 	}
@@ -162,6 +169,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 		s->arg1 = arg1;
 		s->first_tick = now;
 		s->io_calls = io_calls;
+		s->blocks = blocks;
 		s->path_ready = 0;
 	}
 	s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];

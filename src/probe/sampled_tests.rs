@@ -2,6 +2,8 @@
 //! hooks, the CPU sampler finds a long call from the caller's saved user
 //! registers, in both families.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::tests::{config, own_cgroup_id, pin_to, ONE_AT_A_TIME};
@@ -23,6 +25,26 @@ fn thread_cpu_ns() -> u64 {
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A thread on CPU 1 that sleeps 1 ms at a time until `stop`: it preempts
+/// a long call there about every millisecond, always in the same call.
+fn periodic_sleeper(stop: Arc<AtomicBool>) -> (u32, std::thread::JoinHandle<()>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        pin_to(1);
+        // SAFETY: gettid has no preconditions.
+        tx.send(unsafe { libc::gettid() } as u32).unwrap();
+        let nap = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        while !stop.load(Ordering::Relaxed) {
+            // SAFETY: nanosleep reads `nap`; a null remainder is allowed.
+            unsafe { libc::nanosleep(&nap, std::ptr::null_mut()) };
+        }
+    });
+    (rx.recv().unwrap(), thread)
 }
 
 /// One long read of /dev/zero on CPU 1 by a thread of ours: its tid, wall
@@ -51,7 +73,7 @@ fn long_read() -> (u32, u64, u64) {
     .unwrap()
 }
 
-fn sampled_read_is_found(attach: AttachMode) {
+fn sampled_read_is_found(attach: AttachMode, with_sleeper: bool) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = ProbeConfig {
         syscalls: SyscallMode::Sampled,
@@ -72,7 +94,15 @@ fn sampled_read_is_found(attach: AttachMode) {
         "sampled mode hooks no syscall"
     );
 
+    let stop = Arc::new(AtomicBool::new(false));
+    let sleeper = with_sleeper.then(|| periodic_sleeper(Arc::clone(&stop)));
+    std::thread::sleep(Duration::from_millis(5));
     let (tid, wall, cpu) = long_read();
+    stop.store(true, Ordering::Relaxed);
+    let sleeper_tid = sleeper.map(|(tid, thread)| {
+        thread.join().unwrap();
+        tid
+    });
     std::thread::sleep(Duration::from_millis(20));
     let records = session.poll(Duration::from_millis(50));
     let snapshot = session.snapshot(host::monotonic_ns());
@@ -87,6 +117,21 @@ fn sampled_read_is_found(attach: AttachMode) {
         .collect();
     // (Freeing the buffer afterwards is a long munmap of its own.)
     let calls: Vec<_> = ours.iter().filter(|c| c.nr == read).collect();
+    if let Some(sleeper) = sleeper_tid {
+        // Preemption does not end a call; the sleeper's calls each block.
+        assert_eq!(calls.len(), 1, "{calls:#?}");
+        let listed: Vec<_> = event::decode(&records)
+            .into_iter()
+            .filter_map(|e| match e {
+                Ok(Event::Syscall(s)) if s.task.tid == sleeper => Some(s),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            listed.is_empty(),
+            "the sleeper's naps are listed: {listed:#?}"
+        );
+    }
     // The call held CPU 1 throughout (a busy neighbour could split it:
     // then each part is its own record, all of the same call).
     assert!(
@@ -129,10 +174,18 @@ fn sampled_read_is_found(attach: AttachMode) {
 
 #[test]
 fn tp_btf_sampled_syscalls_find_a_long_read_and_its_file() {
-    sampled_read_is_found(AttachMode::TpBtf);
+    sampled_read_is_found(AttachMode::TpBtf, false);
 }
 
 #[test]
 fn raw_tp_sampled_syscalls_find_a_long_read_and_its_file() {
-    sampled_read_is_found(AttachMode::RawTp);
+    sampled_read_is_found(AttachMode::RawTp, false);
+}
+
+/// A periodic sleeper on the same CPU preempts the read every millisecond
+/// and is itself found in its sleeps now and then: the read is still one
+/// call, and the sleeper's short calls are never listed.
+#[test]
+fn tp_btf_sampled_syscalls_keep_a_long_read_whole_beside_a_periodic_sleeper() {
+    sampled_read_is_found(AttachMode::TpBtf, true);
 }
