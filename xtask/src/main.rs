@@ -3,6 +3,7 @@
 mod bench;
 mod checks;
 mod interrupt;
+mod matrix;
 mod prereqs;
 mod run;
 mod scenario;
@@ -39,6 +40,8 @@ enum Command {
     Bench(bench::Args),
     /// Drive target/release/stalltop's live view in tmux against a real scenario.
     TuiTest(tui_test::Args),
+    /// Boot Debian's stock kernels under QEMU and run the probe tests and stalltop there.
+    KernelMatrix(matrix::Args),
 }
 
 /// The cargo workspace this xtask belongs to.
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Vmlinux => vmlinux::main(),
         Command::Bench(args) => bench::main(&args),
         Command::TuiTest(args) => tui_test::main(&args),
+        Command::KernelMatrix(args) => matrix::main(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

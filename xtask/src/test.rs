@@ -1,6 +1,7 @@
 //! `cargo xtask test`: the whole suite, as CI runs it. Formatting and lints,
-//! unit and root integration tests (real BPF), then the scenario tests
-//! and the terminal test against the release binary, one at a time.
+//! unit and root integration tests (real BPF), then the scenario tests,
+//! the terminal test and the kernel matrix against the release binary,
+//! one at a time.
 
 use std::process::Command;
 
@@ -29,6 +30,7 @@ pub fn main() -> Result<()> {
     })?;
     step("scenario tests", || xtask(&["scenario-tests"]))?;
     step("terminal test", || xtask(&["tui-test"]))?;
+    step("kernel matrix", || xtask(&["kernel-matrix"]))?;
     eprintln!("\n== all tests passed");
     Ok(())
 }
