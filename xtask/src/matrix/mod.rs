@@ -255,8 +255,10 @@ fn write_docs(runs: Vec<GuestRun>, stalltop: &Path, plan: &Plan, workdir: &Path)
             "--dirty",
         ],
     )?;
+    let invocation: Vec<String> = std::env::args().skip(1).collect();
+    let invocation = format!("cargo xtask {}", invocation.join(" "));
     let path = workspace_root().join("docs/kernels.md");
-    fs::write(&path, docs::render(&lines, commit.trim()))
+    fs::write(&path, docs::render(&lines, &invocation, commit.trim()))
         .with_context(|| format!("write {}", path.display()))?;
     eprintln!("kernel-matrix: wrote {}", path.display());
     Ok(host_failures.len())
