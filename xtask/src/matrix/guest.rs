@@ -121,9 +121,14 @@ fn record_and_report(output: &GuestOutput, tag: &str, plan: &Plan) -> Result<Rep
     Report::parse(&report.text)
 }
 
+/// The last lines of `text`, joined with ` / `.
+pub fn last_lines(text: &str) -> String {
+    quote(text, false)
+}
+
 /// `: LAST LINES` of a step's stderr, or nothing.
 fn stderr_tail(section: Option<&Section>) -> String {
-    match section.map(|s| quote(&s.text, false)) {
+    match section.map(|s| last_lines(&s.text)) {
         Some(text) if !text.is_empty() => format!(": {text}"),
         _ => String::new(),
     }

@@ -170,9 +170,17 @@ fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> R
     };
     let mut judged = guest::judge(&GuestOutput::parse(&text), target, plan);
     if let Err(err) = boot {
+        // The firmware's screen control sequences are no use in a message.
+        let console: String = fs::read(&guest.console)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| *c == '\n' || !c.is_control())
+            .collect();
         judged.failures.push(format!(
-            "{err:#} (kernel console: {})",
-            guest.console.display()
+            "{err:#}; the kernel console ({}) ends: {}",
+            guest.console.display(),
+            guest::last_lines(&console)
         ));
     }
     eprintln!(
