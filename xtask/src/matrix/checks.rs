@@ -48,6 +48,7 @@ pub fn probe_tests(status: i32, results: &BTreeMap<String, TestResult>) -> Vec<S
             TestResult::Ok => {}
             TestResult::Failed => failures.push(format!("{name}: FAILED")),
             TestResult::Ignored => failures.push(format!("{name}: ignored, so not run")),
+            TestResult::Unfinished => failures.push(format!("{name}: did not finish")),
         }
     }
     if status != 0 && failures.is_empty() {
@@ -430,6 +431,10 @@ mod tests {
         assert_eq!(
             probe_tests(0, &results(&[("a", TestResult::Ignored)])),
             ["a: ignored, so not run"]
+        );
+        assert_eq!(
+            probe_tests(137, &results(&[("a", TestResult::Unfinished)])),
+            ["a: did not finish"]
         );
         assert_eq!(
             probe_tests(137, &BTreeMap::new()),

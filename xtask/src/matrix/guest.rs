@@ -254,7 +254,7 @@ mod tests {
             judged.failures[..4],
             [
                 "the guest booted \"6.18.0\", not 6.1.0-56-amd64",
-                "probe tests: probe::tests::a: FAILED",
+                "probe tests: probe::tests::a: did not finish",
                 "probe tests: killed at their limit of 420s: verifier log / last line",
                 "tp-btf/exact: record was killed at its limit of 150s",
             ]

@@ -68,10 +68,11 @@ pub enum TestResult {
     Ok,
     Failed,
     Ignored,
+    /// Started and never ended: the binary was killed in it.
+    Unfinished,
 }
 
-/// `test NAME ... ok|FAILED|ignored` lines of libtest's output, by test name. A test that
-/// started and has no result (the binary was killed in it) is `Failed`.
+/// `test NAME ... ok|FAILED|ignored` lines of libtest's output, by test name.
 pub fn test_results(libtest_output: &str) -> BTreeMap<String, TestResult> {
     let mut results = BTreeMap::new();
     for line in libtest_output.lines() {
@@ -84,6 +85,7 @@ pub fn test_results(libtest_output: &str) -> BTreeMap<String, TestResult> {
         let result = match result.trim() {
             "ok" => TestResult::Ok,
             "ignored" => TestResult::Ignored,
+            "" => TestResult::Unfinished,
             _ => TestResult::Failed,
         };
         results.insert(name.to_string(), result);
@@ -146,7 +148,7 @@ mod tests {
     }
 
     #[test]
-    fn test_results_are_read_per_name_and_a_test_without_a_result_failed() {
+    fn test_results_are_read_per_name_and_a_test_without_a_result_is_unfinished() {
         let output = "\nrunning 3 tests\n\
                       test probe::tests::a ... ok\n\
                       test probe::tests::b ... FAILED\n\
@@ -158,7 +160,7 @@ mod tests {
         assert_eq!(results["probe::tests::a"], TestResult::Ok);
         assert_eq!(results["probe::tests::b"], TestResult::Failed);
         assert_eq!(results["probe::tests::c"], TestResult::Ignored);
-        assert_eq!(results["probe::tests::d"], TestResult::Failed);
+        assert_eq!(results["probe::tests::d"], TestResult::Unfinished);
     }
 
     #[test]
