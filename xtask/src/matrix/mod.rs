@@ -92,6 +92,8 @@ pub fn main(args: &Args) -> Result<()> {
         report_limit: REPORT_LIMIT,
     };
 
+    // The tree the binaries are built from, named before anything else can change it.
+    let commit = tree_commit()?;
     let binaries = binaries::build()?;
     let mut kernels = Vec::new();
     for &flavour in FLAVOURS {
@@ -117,7 +119,7 @@ pub fn main(args: &Args) -> Result<()> {
 
     let mut failures: usize = runs.iter().map(|run| run.judged.failures.len()).sum();
     if args.write_docs {
-        failures += write_docs(runs, &binaries.stalltop, &plan, &workdir)?;
+        failures += write_docs(runs, &binaries.stalltop, &plan, &workdir, &commit)?;
     }
     if failures > 0 {
         bail!(
@@ -130,6 +132,21 @@ pub fn main(args: &Args) -> Result<()> {
 
 fn selected(chosen: &[String], name: &str) -> bool {
     chosen.is_empty() || chosen.iter().any(|c| c == name)
+}
+
+/// `git describe --always --dirty` of the workspace.
+fn tree_commit() -> Result<String> {
+    let commit = command::run(
+        "git",
+        &[
+            "-C",
+            &workspace_root().display().to_string(),
+            "describe",
+            "--always",
+            "--dirty",
+        ],
+    )?;
+    Ok(commit.trim().to_string())
 }
 
 fn target_dir() -> PathBuf {
@@ -227,7 +244,13 @@ fn print_summary(runs: &[GuestRun], total: Duration) {
 
 /// Records on the host, then writes docs/kernels.md from the guests and the host; the host's
 /// failed checks.
-fn write_docs(runs: Vec<GuestRun>, stalltop: &Path, plan: &Plan, workdir: &Path) -> Result<usize> {
+fn write_docs(
+    runs: Vec<GuestRun>,
+    stalltop: &Path,
+    plan: &Plan,
+    workdir: &Path,
+    commit: &str,
+) -> Result<usize> {
     let (host_modes, host_failures) =
         host::run(stalltop, &plan.modes, plan.record, &workdir.join("host"))?;
     for failure in &host_failures {
@@ -253,20 +276,10 @@ fn write_docs(runs: Vec<GuestRun>, stalltop: &Path, plan: &Plan, workdir: &Path)
         failures: host_failures.len(),
         modes: host_modes,
     });
-    let commit = command::run(
-        "git",
-        &[
-            "-C",
-            &workspace_root().display().to_string(),
-            "describe",
-            "--always",
-            "--dirty",
-        ],
-    )?;
     let invocation: Vec<String> = std::env::args().skip(1).collect();
     let invocation = format!("cargo xtask {}", invocation.join(" "));
     let path = workspace_root().join("docs/kernels.md");
-    fs::write(&path, docs::render(&lines, &invocation, commit.trim()))
+    fs::write(&path, docs::render(&lines, &invocation, commit))
         .with_context(|| format!("write {}", path.display()))?;
     eprintln!("kernel-matrix: wrote {}", path.display());
     Ok(host_failures.len())
