@@ -4,6 +4,7 @@ mod bench;
 mod bpf_object;
 mod checks;
 mod interrupt;
+mod matrix;
 mod prereqs;
 mod run;
 // scenario/mod.rs's root check has its SAFETY comment above the ensure!, not
@@ -44,6 +45,8 @@ enum Command {
     Bench(bench::Args),
     /// Drive target/release/stalltop's live view in tmux against a real scenario.
     TuiTest(tui_test::Args),
+    /// Boot Debian's stock kernels under QEMU and run the probe tests and stalltop there.
+    KernelMatrix(matrix::Args),
 }
 
 /// The cargo workspace this xtask belongs to.
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Vmlinux(args) => vmlinux::main(&args),
         Command::Bench(args) => bench::main(&args),
         Command::TuiTest(args) => tui_test::main(&args),
+        Command::KernelMatrix(args) => matrix::main(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

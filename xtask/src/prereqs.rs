@@ -6,7 +6,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 /// Build: clang compiles bpf/, libelf/zlib/pkg-config build the vendored
-/// libbpf; bpftool, tmux, iproute2 and perf are used by tests and bench.
+/// libbpf; bpftool, tmux, iproute2 and perf are used by tests and bench;
+/// the kernel matrix boots its guests with QEMU and runs busybox in them.
 const PACKAGES: &[&str] = &[
     "clang",
     "libelf-dev",
@@ -17,6 +18,8 @@ const PACKAGES: &[&str] = &[
     "tmux",
     "iproute2",
     "linux-perf",
+    "qemu-system-x86",
+    "busybox-static",
 ];
 
 pub fn ensure() -> Result<()> {

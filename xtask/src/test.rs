@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the whole suite, as CI runs it. Formatting and lints,
 //! the BPF object compiled for arm64, unit and root integration tests (real
-//! BPF), then the scenario tests and the terminal test against the release
-//! binary, one at a time.
+//! BPF), then the scenario tests (in every syscall mode), the terminal test and the
+//! kernel matrix against the release binary, one at a time.
 
 use std::process::Command;
 
@@ -41,6 +41,7 @@ pub fn main() -> Result<()> {
         })?;
     }
     step("terminal test", || xtask(&["tui-test"]))?;
+    step("kernel matrix", || xtask(&["kernel-matrix"]))?;
     eprintln!("\n== all tests passed");
     Ok(())
 }

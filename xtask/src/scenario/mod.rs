@@ -4,7 +4,7 @@
 
 mod burstreq;
 mod cgroup;
-mod command;
+pub mod command;
 mod hog;
 pub mod host;
 pub mod ksoftirqd;

@@ -1,0 +1,178 @@
+//! What a guest wrote on its results port, split into tagged sections, and the probe tests'
+//! pass/fail per test name read from libtest's output.
+
+use std::collections::BTreeMap;
+
+/// Marker lines: `BEGIN TAG`, then the section's text, then `END TAG STATUS`; `DONE` once the
+/// guest has run every step.
+pub const BEGIN: &str = "@@kernel-matrix begin";
+pub const END: &str = "@@kernel-matrix end";
+pub const DONE: &str = "@@kernel-matrix done";
+
+/// One step's output and exit status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Section {
+    pub status: i32,
+    pub text: String,
+}
+
+/// Everything a guest reported.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct GuestOutput {
+    pub sections: BTreeMap<String, Section>,
+    /// The guest reached the end of its script.
+    pub done: bool,
+    /// A section that began and never ended (the guest died or was killed inside it).
+    pub unfinished: Option<String>,
+}
+
+impl GuestOutput {
+    pub fn parse(output: &str) -> Self {
+        let mut parsed = GuestOutput::default();
+        let mut open: Option<(String, Vec<&str>)> = None;
+        for line in output.lines() {
+            // The serial line may add carriage returns.
+            let line = line.trim_end_matches('\r');
+            if let Some(tag) = line.strip_prefix(BEGIN) {
+                open = Some((tag.trim().to_string(), Vec::new()));
+            } else if let Some(rest) = line.strip_prefix(END) {
+                let mut words = rest.split_whitespace();
+                let (Some(tag), Some(status)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                if let Some((open_tag, lines)) = open.take_if(|(open_tag, _)| open_tag == tag) {
+                    let section = Section {
+                        status: status.parse().unwrap_or(-1),
+                        text: lines.join("\n").trim_end().to_string(),
+                    };
+                    parsed.sections.insert(open_tag, section);
+                }
+            } else if line == DONE {
+                parsed.done = true;
+            } else if let Some((_, lines)) = open.as_mut() {
+                lines.push(line);
+            }
+        }
+        parsed.unfinished = open.map(|(tag, _)| tag);
+        parsed
+    }
+
+    pub fn section(&self, tag: &str) -> Option<&Section> {
+        self.sections.get(tag)
+    }
+}
+
+/// How one test ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestResult {
+    Ok,
+    Failed,
+    Ignored,
+    /// Started and never ended: the binary was killed in it.
+    Unfinished,
+}
+
+/// `test NAME ... ok|FAILED|ignored` lines of libtest's output, by test name.
+pub fn test_results(libtest_output: &str) -> BTreeMap<String, TestResult> {
+    let mut results = BTreeMap::new();
+    for line in libtest_output.lines() {
+        let Some(rest) = line.trim_end_matches('\r').strip_prefix("test ") else {
+            continue;
+        };
+        let Some((name, result)) = rest.split_once(" ...") else {
+            continue;
+        };
+        let result = match result.trim() {
+            "ok" => TestResult::Ok,
+            "ignored" => TestResult::Ignored,
+            "" => TestResult::Unfinished,
+            _ => TestResult::Failed,
+        };
+        results.insert(name.to_string(), result);
+    }
+    results
+}
+
+/// What libtest printed of a failed test (its panic message), from the `---- NAME stdout ----`
+/// block of the `failures:` list.
+pub fn failure_output(libtest_output: &str, name: &str) -> Option<String> {
+    let header = format!("---- {name} stdout ----");
+    let mut lines = libtest_output
+        .lines()
+        .map(|line| line.trim_end_matches('\r'));
+    lines.find(|line| *line == header)?;
+    let block: Vec<&str> = lines
+        .take_while(|line| !line.starts_with("---- ") && *line != "failures:")
+        .collect();
+    Some(block.join("\n").trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_are_split_on_their_markers_with_status_and_text() {
+        let output = format!(
+            "{BEGIN} kernel\r\n6.1.0-56-amd64\r\n\r\n{END} kernel 0\r\n\
+             {BEGIN} record:tp-btf/exact\nline 1\nline 2\n\n{END} record:tp-btf/exact 6\n\
+             {DONE}\n"
+        );
+        let parsed = GuestOutput::parse(&output);
+        assert!(parsed.done);
+        assert_eq!(parsed.unfinished, None);
+        assert_eq!(
+            parsed.section("kernel"),
+            Some(&Section {
+                status: 0,
+                text: "6.1.0-56-amd64".into()
+            })
+        );
+        assert_eq!(
+            parsed.section("record:tp-btf/exact"),
+            Some(&Section {
+                status: 6,
+                text: "line 1\nline 2".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_guest_that_died_inside_a_section_leaves_it_unfinished_and_not_done() {
+        let output = format!("{BEGIN} kernel\nx\n{END} kernel 0\n{BEGIN} probe-tests\nrunning");
+        let parsed = GuestOutput::parse(&output);
+        assert!(!parsed.done);
+        assert_eq!(parsed.unfinished.as_deref(), Some("probe-tests"));
+        assert!(parsed.section("probe-tests").is_none());
+        assert!(parsed.section("kernel").is_some());
+    }
+
+    #[test]
+    fn test_results_are_read_per_name_and_a_test_without_a_result_is_unfinished() {
+        let output = "\nrunning 3 tests\n\
+                      test probe::tests::a ... ok\n\
+                      test probe::tests::b ... FAILED\n\
+                      test probe::tests::c ... ignored\n\
+                      test probe::tests::d ... \n\
+                      failures:\n\n---- probe::tests::b stdout ----\npanicked\n";
+        let results = test_results(output);
+        assert_eq!(results.len(), 4);
+        assert_eq!(results["probe::tests::a"], TestResult::Ok);
+        assert_eq!(results["probe::tests::b"], TestResult::Failed);
+        assert_eq!(results["probe::tests::c"], TestResult::Ignored);
+        assert_eq!(results["probe::tests::d"], TestResult::Unfinished);
+    }
+
+    #[test]
+    fn a_failed_test_s_panic_message_is_found_in_the_failures_list() {
+        let output = "test a ... FAILED\ntest b ... FAILED\n\nfailures:\n\n\
+                      ---- a stdout ----\nthread 'a' panicked at x.rs:1:1:\nprobes load: E2BIG\n\n\
+                      ---- b stdout ----\nb went wrong\n\nfailures:\n    a\n    b\n";
+        assert_eq!(
+            failure_output(output, "a").as_deref(),
+            Some("thread 'a' panicked at x.rs:1:1:\nprobes load: E2BIG")
+        );
+        assert_eq!(failure_output(output, "b").as_deref(), Some("b went wrong"));
+        assert_eq!(failure_output(output, "c"), None);
+    }
+}

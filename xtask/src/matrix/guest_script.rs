@@ -1,0 +1,199 @@
+//! The guest's `/init`: a busybox shell script that mounts what stalltop needs (pure cgroup v2),
+//! runs the probe tests and `stalltop record` + `report --json` in every mode over a small load,
+//! writes each result as a section on the second serial port, and powers off.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use super::guest_output::{BEGIN, DONE, END};
+use super::modes::Mode;
+
+/// Where the guest has the release binary and the unit-test binary.
+pub const STALLTOP: &str = "/usr/bin/stalltop";
+pub const PROBE_TESTS: &str = "/usr/libexec/stalltop-tests";
+/// The cgroup the load runs in (the report must attribute its waits to it).
+pub const LOAD_CGROUP: &str = "/kernel-matrix-load";
+/// The tests of the unit-test binary that run the BPF programs on the kernel.
+pub const PROBE_TEST_FILTER: &str = "probe::tests";
+/// Lines of a failing program's stderr sent back (the verifier's log can be megabytes; its
+/// verdict is at the end).
+const STDERR_LINES: u32 = 100;
+
+/// What one guest runs.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub modes: Vec<Mode>,
+    /// `stalltop record -d` in each mode; the load runs this long, from the moment stalltop
+    /// says its probes are attached.
+    pub record: Duration,
+    /// Limits on each step inside the guest (killed past them), so one stuck step still lets
+    /// the others report.
+    pub probe_tests_limit: Duration,
+    pub record_limit: Duration,
+    pub report_limit: Duration,
+}
+
+impl Plan {
+    /// The longest the guest's steps can take together, boot excluded.
+    pub fn steps_limit(&self) -> Duration {
+        self.probe_tests_limit + (self.record_limit + self.report_limit) * self.modes.len() as u32
+    }
+}
+
+/// The `/init` script for `plan`.
+pub fn init_script(plan: &Plan) -> String {
+    let load_limit = plan.record.as_secs() + 10;
+    let mut script = format!(
+        r#"#!/bin/busybox sh
+# /init of a stalltop kernel-matrix guest, written by `cargo xtask kernel-matrix`.
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+ip link set lo up
+cd /tmp
+# Results go to the second serial port, where no kernel message can interleave with them.
+stty -F /dev/ttyS1 raw -echo
+exec 3>/dev/ttyS1
+
+# section TAG STATUS: stdin between the markers the host splits the output on.
+section() {{
+	echo "{BEGIN} $1" >&3
+	cat >&3
+	echo >&3
+	echo "{END} $1 $2" >&3
+}}
+
+load={load_cgroup}
+start_load() {{
+	mkdir $load
+	(
+		echo 0 > $load/cgroup.procs
+		timeout {load_limit} taskset -c 1 sh -c 'while :; do :; done' &
+		timeout {load_limit} taskset -c 1 sh -c 'while :; do :; done' &
+		timeout {load_limit} sh -c 'while :; do sleep 0.01; done' &
+		timeout {load_limit} sh -c 'while :; do cat /tmp/load-file > /dev/null; done' &
+		ping -q -i 0.01 -w {load_limit} 127.0.0.1 > /dev/null &
+		wait
+	) &
+}}
+stop_load() {{
+	echo 1 > $load/cgroup.kill
+	while [ -n "$(cat $load/cgroup.procs)" ]; do sleep 0.1; done
+	rmdir $load
+}}
+
+# record TAG ARGS...: stalltop record over the load, then its report.
+record() {{
+	tag=$1
+	shift
+	rm -f /tmp/rec.stl
+	timeout -s KILL {record_limit} {stalltop} record -o /tmp/rec.stl -d {record}s "$@" 2> /tmp/rec.err &
+	rec=$!
+	# The load starts once the probes are attached, so it neither slows the verifier down
+	# nor runs unrecorded.
+	while kill -0 $rec 2> /dev/null && ! grep -q '^stalltop: recording to' /tmp/rec.err; do
+		sleep 0.5
+	done
+	loaded=no
+	if grep -q '^stalltop: recording to' /tmp/rec.err; then
+		start_load
+		loaded=yes
+	fi
+	wait $rec
+	status=$?
+	if [ $loaded = yes ]; then
+		stop_load
+	fi
+	tail -n {stderr_lines} /tmp/rec.err | section record:$tag $status
+	if [ $status -eq 0 ]; then
+		timeout -s KILL {report_limit} {stalltop} report /tmp/rec.stl --json > /tmp/rec.json 2> /tmp/rep.err
+		status=$?
+		if [ $status -eq 0 ]; then
+			section report:$tag 0 < /tmp/rec.json
+		else
+			tail -n {stderr_lines} /tmp/rep.err | section report:$tag $status
+		fi
+	fi
+}}
+
+uname -r | section kernel 0
+dd if=/dev/zero of=/tmp/load-file bs=4096 count=1024 2> /dev/null
+
+timeout -s KILL {probe_tests_limit} {probe_tests} {probe_filter} --test-threads=1 > /tmp/tests.out 2> /tmp/tests.err
+status=$?
+section probe-tests $status < /tmp/tests.out
+tail -n {stderr_lines} /tmp/tests.err | section probe-tests-stderr $status
+
+"#,
+        load_cgroup = format_args!("/sys/fs/cgroup{LOAD_CGROUP}"),
+        record_limit = plan.record_limit.as_secs(),
+        report_limit = plan.report_limit.as_secs(),
+        probe_tests_limit = plan.probe_tests_limit.as_secs(),
+        record = plan.record.as_secs(),
+        stalltop = STALLTOP,
+        probe_tests = PROBE_TESTS,
+        probe_filter = PROBE_TEST_FILTER,
+        stderr_lines = STDERR_LINES,
+    );
+    for mode in &plan.modes {
+        writeln!(
+            script,
+            "record {} {}",
+            mode.tag(),
+            mode.stalltop_args().join(" ")
+        )
+        .expect("writing to a String");
+    }
+    writeln!(script, "\necho {DONE} >&3\npoweroff -f").expect("writing to a String");
+    script
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            modes: Mode::all(),
+            record: Duration::from_secs(3),
+            probe_tests_limit: Duration::from_secs(600),
+            record_limit: Duration::from_secs(300),
+            report_limit: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn the_script_records_every_mode_in_order_then_reports_done_and_powers_off() {
+        let script = init_script(&plan());
+        let records: Vec<&str> = script
+            .lines()
+            .filter(|line| line.starts_with("record "))
+            .collect();
+        let expected: Vec<String> = Mode::all()
+            .iter()
+            .map(|mode| format!("record {} {}", mode.tag(), mode.stalltop_args().join(" ")))
+            .collect();
+        assert_eq!(records, expected);
+        assert!(records.contains(&"record raw-tp/off --attach raw-tp --no-syscalls"));
+        let tail: Vec<&str> = script.lines().rev().take(2).collect();
+        assert_eq!(tail, ["poweroff -f", &format!("echo {DONE} >&3")]);
+    }
+
+    #[test]
+    fn the_script_runs_the_probe_tests_one_at_a_time_within_their_limit() {
+        let script = init_script(&plan());
+        assert!(script.contains(
+            "timeout -s KILL 600 /usr/libexec/stalltop-tests probe::tests --test-threads=1"
+        ));
+        assert!(script.contains("-d 3s \"$@\""));
+    }
+
+    #[test]
+    fn the_limit_of_the_steps_adds_the_probe_tests_and_each_mode() {
+        assert_eq!(plan().steps_limit(), Duration::from_secs(600 + 4 * 360));
+    }
+}

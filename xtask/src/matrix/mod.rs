@@ -1,0 +1,286 @@
+//! `cargo xtask kernel-matrix`: boots Debian's stock kernels under QEMU, one after the other,
+//! and in each runs the probe tests and `stalltop record` + `report --json` in every mode over a
+//! small load; checks what came back; `--write-docs` writes docs/kernels.md from it.
+
+mod binaries;
+mod checks;
+mod docs;
+mod guest;
+mod guest_output;
+mod guest_script;
+mod host;
+mod initramfs;
+mod kernels;
+mod modes;
+mod qemu;
+mod report;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::builder::PossibleValuesParser;
+
+use self::docs::KernelRun;
+use self::guest::{Judged, Target};
+use self::guest_output::GuestOutput;
+use self::guest_script::Plan;
+use self::kernels::{Kernel, FLAVOURS};
+use self::modes::{Mode, SYSCALL_MODES};
+use crate::scenario::command;
+use crate::{interrupt, prereqs, workspace_root};
+
+/// Each mode records this long over the load.
+const RECORD: Duration = Duration::from_secs(3);
+/// Limits inside a guest. Under TCG a passing guest boots in ~10 s, and loads stalltop's
+/// programs in a few seconds; one load that runs into the verifier's 1,000,000-instruction
+/// limit takes about a minute. The limits only bound a failing guest, so that the whole matrix
+/// stays within CI's time even then.
+const PROBE_TESTS_LIMIT: Duration = Duration::from_secs(420);
+const RECORD_LIMIT: Duration = Duration::from_secs(150);
+const REPORT_LIMIT: Duration = Duration::from_secs(30);
+/// Firmware, kernel and initramfs unpacking before the guest's first step (~10 s seen).
+const BOOT_ALLOWANCE: Duration = Duration::from_secs(90);
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Write docs/kernels.md from this run, with a line for the host's kernel (recorded on
+    /// this machine, no QEMU).
+    #[arg(long)]
+    write_docs: bool,
+    /// Boot only this flavour (repeatable; default: every one).
+    #[arg(
+        long = "flavour",
+        value_name = "NAME",
+        value_parser = PossibleValuesParser::new(FLAVOURS.iter().map(|f| f.name))
+    )]
+    flavours: Vec<String>,
+    /// Record only in this syscall mode (repeatable; default: every one).
+    #[arg(
+        long = "syscalls",
+        value_name = "MODE",
+        value_parser = PossibleValuesParser::new(SYSCALL_MODES.iter().map(|m| m.name))
+    )]
+    syscall_modes: Vec<String>,
+}
+
+/// One guest's result.
+struct GuestRun {
+    kernel: Kernel,
+    wall: Duration,
+    judged: Judged,
+}
+
+pub fn main(args: &Args) -> Result<()> {
+    interrupt::install()?;
+    prereqs::ensure()?;
+    command::require(
+        "qemu-system-x86_64",
+        "the matrix boots its kernels with it (Debian package qemu-system-x86)",
+    )?;
+    let workdir = target_dir().join("kernel-matrix");
+    let modes: Vec<Mode> = Mode::all()
+        .into_iter()
+        .filter(|mode| selected(&args.syscall_modes, mode.syscalls.name))
+        .collect();
+    let plan = Plan {
+        modes,
+        record: RECORD,
+        probe_tests_limit: PROBE_TESTS_LIMIT,
+        record_limit: RECORD_LIMIT,
+        report_limit: REPORT_LIMIT,
+    };
+
+    // The tree the binaries are built from, named before anything else can change it.
+    let commit = tree_commit()?;
+    let binaries = binaries::build()?;
+    let mut kernels = Vec::new();
+    for &flavour in FLAVOURS {
+        if selected(&args.flavours, flavour.name) {
+            kernels.push(kernels::fetch(flavour, &workdir.join("kernels"))?);
+        }
+    }
+    let initramfs = workdir.join("initramfs.cpio");
+    let entries = initramfs::guest_entries(
+        guest_script::init_script(&plan),
+        &binaries.stalltop,
+        &binaries.probe_tests,
+    )?;
+    initramfs::write(&entries, &initramfs)?;
+
+    let started = Instant::now();
+    let mut runs = Vec::new();
+    for kernel in kernels {
+        runs.push(run_guest(kernel, &plan, &initramfs, &workdir)?);
+    }
+    let total = started.elapsed();
+    print_summary(&runs, total);
+
+    let mut failures: usize = runs.iter().map(|run| run.judged.failures.len()).sum();
+    if args.write_docs {
+        failures += write_docs(runs, &binaries.stalltop, &plan, &workdir, &commit)?;
+    }
+    if failures > 0 {
+        bail!(
+            "{failures} kernel-matrix checks failed; guest logs in {}",
+            workdir.display()
+        );
+    }
+    Ok(())
+}
+
+fn selected(chosen: &[String], name: &str) -> bool {
+    chosen.is_empty() || chosen.iter().any(|c| c == name)
+}
+
+/// `git describe --always --dirty` of the workspace.
+fn tree_commit() -> Result<String> {
+    let commit = command::run(
+        "git",
+        &[
+            "-C",
+            &workspace_root().display().to_string(),
+            "describe",
+            "--always",
+            "--dirty",
+        ],
+    )?;
+    Ok(commit.trim().to_string())
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// Boots `kernel` with the plan's initramfs and judges what it reported. Fails only when
+/// interrupted; a guest that failed, timed out or died is a judged failure.
+fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> Result<GuestRun> {
+    let dir = workdir.join(&kernel.release);
+    fs::create_dir_all(&dir).with_context(|| format!("mkdir -p {}", dir.display()))?;
+    let guest = qemu::Guest {
+        kernel: &kernel.vmlinuz,
+        initramfs,
+        results: dir.join("results.txt"),
+        console: dir.join("console.log"),
+        qemu_log: dir.join("qemu.log"),
+        limit: BOOT_ALLOWANCE + plan.steps_limit(),
+    };
+    eprintln!(
+        "kernel-matrix: booting {} ({} {}), at most {:?}",
+        kernel.release, kernel.package, kernel.version, guest.limit
+    );
+    let started = Instant::now();
+    let boot = qemu::run(&guest);
+    let wall = started.elapsed();
+    if interrupt::requested() {
+        bail!("interrupted by a signal");
+    }
+    let text = fs::read(&guest.results)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let target = Target {
+        release: &kernel.release,
+        preempt_rt: kernel.flavour.preempt_rt,
+    };
+    let mut judged = guest::judge(&GuestOutput::parse(&text), target, plan);
+    if let Err(err) = boot {
+        // The firmware's screen control sequences are no use in a message.
+        let console: String = fs::read(&guest.console)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| *c == '\n' || !c.is_control())
+            .collect();
+        judged.failures.push(format!(
+            "{err:#}; the kernel console ({}) ends: {}",
+            guest.console.display(),
+            guest::last_lines(&console)
+        ));
+    }
+    eprintln!(
+        "kernel-matrix: {} done in {:.0?}: {}",
+        kernel.release,
+        wall,
+        verdict(&judged)
+    );
+    Ok(GuestRun {
+        kernel,
+        wall,
+        judged,
+    })
+}
+
+fn verdict(judged: &Judged) -> String {
+    match judged.failures.len() {
+        0 => "PASS".into(),
+        n => format!("FAIL ({n} checks)"),
+    }
+}
+
+fn print_summary(runs: &[GuestRun], total: Duration) {
+    for run in runs {
+        if run.judged.failures.is_empty() {
+            continue;
+        }
+        eprintln!("\n{}: failed checks:", run.kernel.release);
+        for failure in &run.judged.failures {
+            eprintln!("  - {failure}");
+        }
+    }
+    println!("\n{:<22} {:>8}  result", "kernel", "time");
+    for run in runs {
+        println!(
+            "{:<22} {:>7.0?}  {}",
+            run.kernel.release,
+            run.wall,
+            verdict(&run.judged)
+        );
+    }
+    println!("{:<22} {:>7.0?}", "total", total);
+}
+
+/// Records on the host, then writes docs/kernels.md from the guests and the host; the host's
+/// failed checks.
+fn write_docs(
+    runs: Vec<GuestRun>,
+    stalltop: &Path,
+    plan: &Plan,
+    workdir: &Path,
+    commit: &str,
+) -> Result<usize> {
+    let (host_modes, host_failures) =
+        host::run(stalltop, &plan.modes, plan.record, &workdir.join("host"))?;
+    for failure in &host_failures {
+        eprintln!("  - {failure}");
+    }
+    let mut lines: Vec<KernelRun> = runs
+        .into_iter()
+        .map(|run| KernelRun {
+            source: format!(
+                "Debian `{}` {} under QEMU",
+                run.kernel.package, run.kernel.version
+            ),
+            note: run.kernel.flavour.note,
+            failures: run.judged.failures.len(),
+            release: run.kernel.release,
+            modes: run.judged.modes,
+        })
+        .collect();
+    lines.push(KernelRun {
+        release: command::run("uname", &["-r"])?.trim().to_string(),
+        source: "the machine that ran the matrix, no QEMU (probe families only)".into(),
+        note: "",
+        failures: host_failures.len(),
+        modes: host_modes,
+    });
+    let invocation: Vec<String> = std::env::args().skip(1).collect();
+    let invocation = format!("cargo xtask {}", invocation.join(" "));
+    let path = workspace_root().join("docs/kernels.md");
+    fs::write(&path, docs::render(&lines, &invocation, commit))
+        .with_context(|| format!("write {}", path.display()))?;
+    eprintln!("kernel-matrix: wrote {}", path.display());
+    Ok(host_failures.len())
+}
