@@ -172,8 +172,9 @@ static __always_inline bool record_allowed(__u16 kind, __u64 now)
 		return true;
 	refill = (now - cs->refilled[kind]) * record_rate / 1000000000;
 	if (refill) {
-		cs->tokens[kind] =
-			cs->tokens[kind] + refill > record_burst ? record_burst : cs->tokens[kind] + refill;
+		cs->tokens[kind] = cs->tokens[kind] + refill > record_burst ?
+					   record_burst :
+					   cs->tokens[kind] + refill;
 		cs->refilled[kind] = now;
 	}
 	if (!cs->tokens[kind]) {

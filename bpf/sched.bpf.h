@@ -251,9 +251,10 @@ static __always_inline int longest_holder(struct cpu_state *cs, __u64 start, __u
  * the episode to the task that held the CPU longest meanwhile and report
  * the wait if it is over a threshold. */
 static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq_stats *s,
-				     __u64 now, __u64 wait, __u64 steal_now, struct task_struct *next,
-				     bool next_is_ksoftirqd, __u64 next_cgroup,
-				     struct task_struct *prev, __u32 prev_tid, struct task_state *ps)
+				     __u64 now, __u64 wait, __u64 steal_now,
+				     struct task_struct *next, bool next_is_ksoftirqd,
+				     __u64 next_cgroup, struct task_struct *prev, __u32 prev_tid,
+				     struct task_state *ps)
 {
 	int i = longest_holder(cs, now - wait, now);
 	/* The mask keeps the verifier sure of the bounds. */
@@ -295,8 +296,8 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 		if (held_syscall < 0 && holder.tid == prev_tid)
 			held_syscall = syscall_in_progress(btf, prev, &arg0, &arg1);
 	}
-	runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait, steal_now,
-			next, next_cgroup, &holder, held_syscall, held_since);
+	runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait,
+			steal_now, next, next_cgroup, &holder, held_syscall, held_since);
 }
 
 /* Whether `next` waited on this CPU's run queue and for how long, as the
@@ -334,9 +335,8 @@ static __always_inline bool runq_wait(bool btf, struct task_struct *next, __u32 
  * the CPU to its state (any other call the CPU holds is stale: its task
  * changed thread id in exec), and a call it is inside gets this slice's
  * time. Returns prev's state, if it has one. */
-static __always_inline struct task_state *switch_out_call(struct cpu_state *cs,
-							  struct task_struct *prev, __u32 prev_tid,
-							  __u64 now)
+static __always_inline struct task_state *
+switch_out_call(struct cpu_state *cs, struct task_struct *prev, __u32 prev_tid, __u64 now)
 {
 	bool holds = cs && cs->call.enter_ts && cs->call.tid == prev_tid;
 	struct task_state *ps = task_state_of(prev, prev_tid, holds);
@@ -429,7 +429,8 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	if (prev_tid && syscalls_hooked)
 		ps = switch_out_call(cs, prev, prev_tid, now);
 	if (runq_from_wakeup && prev_tid)
-		runq_switched_out(prev, prev_tid, ps, now, switched_out_runnable(btf, preempt, prev));
+		runq_switched_out(prev, prev_tid, ps, now,
+				  switched_out_runnable(btf, preempt, prev));
 
 	if (cs) {
 		if (prev_tid)
@@ -448,8 +449,8 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		if (s)
 			runq_wait_record(s, wait);
 		if (wait >= PREEMPT_WAIT_MIN_NS && cs)
-			wait_end(btf, cs, s, now, wait, steal_now, next, next_tid == cs->ksoftirqd_tid,
-				 next_cgroup, prev, prev_tid, ps);
+			wait_end(btf, cs, s, now, wait, steal_now, next,
+				 next_tid == cs->ksoftirqd_tid, next_cgroup, prev, prev_tid, ps);
 	}
 }
 

@@ -102,7 +102,7 @@ static __always_inline void on_softirq_entry(bool btf, unsigned int vec)
 
 static __always_inline void softirq_stolen_add(__u64 pid_tgid, __u32 vec, __u64 ran)
 {
-	struct stolen_key key = { .tid = (__u32)pid_tgid, .vector = vec };
+	struct stolen_key key = {.tid = (__u32)pid_tgid, .vector = vec};
 	struct stolen_stats *st = bpf_map_lookup_elem(&softirq_stolen, &key);
 
 	if (st) {
@@ -111,7 +111,7 @@ static __always_inline void softirq_stolen_add(__u64 pid_tgid, __u32 vec, __u64 
 		return;
 	}
 	{
-		struct stolen_stats fresh = { .ns = ran, .count = 1, .pid = pid_tgid >> 32 };
+		struct stolen_stats fresh = {.ns = ran, .count = 1, .pid = pid_tgid >> 32};
 
 		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
 		if (bpf_map_update_elem(&softirq_stolen, &key, &fresh, BPF_NOEXIST) &&

@@ -15,16 +15,16 @@
 #define SYSCALL_NR_MAX 512
 
 /* Record kinds (record_header.kind). Index into the `counters` map too. */
-#define KIND_RUNQ 1      /* a task waited on the run queue over the threshold */
-#define KIND_TAKEOVER 2  /* ksoftirqd/N waited over the threshold */
-#define KIND_SOFTIRQ 3   /* raise -> entry of a softirq vector over the threshold */
-#define KIND_SYSCALL 4   /* a syscall over the wall or on-CPU threshold */
-#define KIND_SAMPLE 5    /* a CPU X-ray stack sample that explains a stall */
-#define KIND_IRQOFF 6    /* a gap between two sampler ticks on one CPU */
+#define KIND_RUNQ 1	/* a task waited on the run queue over the threshold */
+#define KIND_TAKEOVER 2 /* ksoftirqd/N waited over the threshold */
+#define KIND_SOFTIRQ 3	/* raise -> entry of a softirq vector over the threshold */
+#define KIND_SYSCALL 4	/* a syscall over the wall or on-CPU threshold */
+#define KIND_SAMPLE 5	/* a CPU X-ray stack sample that explains a stall */
+#define KIND_IRQOFF 6	/* a gap between two sampler ticks on one CPU */
 #define KIND_MAX 7
 
 /* Other slots of the `counters` array map, after the per-kind lost counts. */
-#define COUNTER_LOST_BASE 0 /* + kind: ring buffer full, record dropped */
+#define COUNTER_LOST_BASE 0  /* + kind: ring buffer full, record dropped */
 #define COUNTER_TASKS_FULL 8 /* per-task state map full */
 #define COUNTER_RUNQ_CGROUPS_FULL 9
 #define COUNTER_PREEMPTORS_FULL 10
@@ -152,8 +152,8 @@ struct stolen_stats {
 /* How user space told us to read a syscall's arguments (rodata table
  * `syscall_arg`, indexed by syscall number). */
 #define SYSCALL_ARG_NONE 0
-#define SYSCALL_ARG_FD0 1 /* arg 0 is a file descriptor */
-#define SYSCALL_ARG_FD1 2 /* arg 1 is a file descriptor */
+#define SYSCALL_ARG_FD0 1   /* arg 0 is a file descriptor */
+#define SYSCALL_ARG_FD1 2   /* arg 1 is a file descriptor */
 #define SYSCALL_ARG_PATH0 3 /* arg 0 is a user path string */
 #define SYSCALL_ARG_PATH1 4 /* arg 1 is a user path string */
 #define SYSCALL_ARG_MASK 0x7f
@@ -164,14 +164,14 @@ struct stolen_stats {
 /* syscall_event.path_kind */
 #define PATH_NONE 0
 #define PATH_DENTRIES 1 /* components leaf first, each NUL-terminated */
-#define PATH_USER 2 /* the string the caller passed, as given */
+#define PATH_USER 2	/* the string the caller passed, as given */
 
 /* KIND_SYSCALL: a call that ran at least the wall or on-CPU threshold. */
 struct syscall_event {
 	struct record_header hdr;
 	struct task_ref task;
 	__u64 wall_ns;
-	__u64 oncpu_ns; /* time on a CPU in the task's own context */
+	__u64 oncpu_ns;	  /* time on a CPU in the task's own context */
 	__u64 softirq_ns; /* softirq time that ran inside its slices */
 	__s32 nr;
 	__u32 fd;
@@ -212,28 +212,29 @@ struct syscall_slot {
 struct sample_event {
 	struct record_header hdr;
 	struct task_ref task;
-	__u64 gap_ns; /* KIND_IRQOFF: time since the previous tick */
-	__s32 syscall; /* -1: not in a syscall */
-	__u32 why; /* SAMPLE_WHY_* bits */
+	__u64 gap_ns;	  /* KIND_IRQOFF: time since the previous tick */
+	__s32 syscall;	  /* -1: not in a syscall */
+	__u32 why;	  /* SAMPLE_WHY_* bits */
 	__u32 kstack_len; /* bytes of kstack used */
 	__u32 ustack_len;
 	__u64 kstack[STACK_DEPTH];
 	__u64 ustack[STACK_DEPTH];
 };
 
-#define SAMPLE_WHY_SOFTIRQ 1 /* a softirq has been pending for long (ksoftirqd's
-				  * waits included: it has pending work) */
+#define SAMPLE_WHY_SOFTIRQ                                                       \
+	1		     /* a softirq has been pending for long (ksoftirqd's \
+			      * waits included: it has pending work) */
 #define SAMPLE_WHY_SYSCALL 4 /* the task has run long inside one syscall */
-#define SAMPLE_WHY_GAP 8 /* first tick after a gap */
+#define SAMPLE_WHY_GAP 8     /* first tick after a gap */
 
 /* A syscall in progress. Held in the CPU's state while its task stays on
  * that CPU (most calls end there: no per-task lookup), moved to the
  * task's state when the task is switched out inside it. */
 struct call {
-	__u64 enter_ts; /* in a syscall since; 0 when not */
+	__u64 enter_ts;	     /* in a syscall since; 0 when not */
 	__u64 enter_softirq; /* the CPU's softirq_ns at enter_ts */
-	__u64 oncpu_ns; /* on-CPU time inside the call, finished slices */
-	__u64 softirq_ns; /* softirq time inside the call, finished slices */
+	__u64 oncpu_ns;	     /* on-CPU time inside the call, finished slices */
+	__u64 softirq_ns;    /* softirq time inside the call, finished slices */
 	__u64 arg0;
 	__u64 arg1;
 	__s32 nr;
@@ -312,12 +313,12 @@ struct probe_cost {
 struct cpu_state {
 	__u64 softirq_raised[NR_SOFTIRQ_VECTORS]; /* first raise while not pending */
 	__u64 softirq_entered[NR_SOFTIRQ_VECTORS];
-	__u64 softirq_ns; /* all softirq run time on this CPU so far */
-	__u64 last_tick; /* previous sampler tick, or the end of idle */
-	__u64 current_since; /* when the running task was switched in */
+	__u64 softirq_ns;      /* all softirq run time on this CPU so far */
+	__u64 last_tick;       /* previous sampler tick, or the end of idle */
+	__u64 current_since;   /* when the running task was switched in */
 	__u64 current_softirq; /* softirq_ns at current_since */
-	__u64 current_steal; /* the steal clock at current_since */
-	struct call call; /* the running task's syscall, if it entered it here */
+	__u64 current_steal;   /* the steal clock at current_since */
+	struct call call;      /* the running task's syscall, if it entered it here */
 	__u32 ksoftirqd_tid;
 	__u32 next_slice; /* where the next slice goes in `slices` */
 	/* Record rate limit, per kind: tokens left and when last refilled. */

@@ -109,7 +109,7 @@ static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id
  * cgroup owns it (the first to make the call here does), else the hash. */
 static __always_inline struct syscall_stats *syscall_stats_of(__u64 cgroup, __s32 nr)
 {
-	struct syscall_key key = { .cgroup = cgroup, .nr = nr };
+	struct syscall_key key = {.cgroup = cgroup, .nr = nr};
 	static const struct syscall_stats zero = {};
 	__u32 index = nr;
 	struct syscall_slot *slot = bpf_map_lookup_elem(&syscalls_by_nr, &index);
@@ -148,8 +148,8 @@ static __always_inline void syscall_record(__u64 cgroup, __s32 nr, __u64 wall, _
 /* Where the file of a slow call is resolved: a per-CPU map value. */
 struct path_buf {
 	__u8 path[2 * PATH_HALF]; /* PATH_DENTRIES: components leaf first, each NUL-terminated */
-	__u32 kind; /* PATH_* */
-	__u32 len; /* bytes used in path */
+	__u32 kind;		  /* PATH_* */
+	__u32 len;		  /* bytes used in path */
 	__u32 truncated;
 	__u32 inode_mode; /* S_IFMT bits */
 	__u64 inode;
@@ -279,9 +279,9 @@ static __always_inline int call_file_resolve(__s32 nr, __u64 arg0, __u64 arg1, _
 }
 
 /* Send a slow call of `task` (its file in path_buf `path_slot`, if >= 0). */
-static __always_inline void syscall_event_send(const struct task_ref *task, __s32 nr,
-					       __u64 arg0, __u64 arg1, __u64 now, __u64 wall,
-					       __u64 oncpu, __u64 softirq, int path_slot)
+static __always_inline void syscall_event_send(const struct task_ref *task, __s32 nr, __u64 arg0,
+					       __u64 arg1, __u64 now, __u64 wall, __u64 oncpu,
+					       __u64 softirq, int path_slot)
 {
 	struct syscall_event *e = record_reserve(KIND_SYSCALL, sizeof(*e), now);
 	struct path_buf *b;

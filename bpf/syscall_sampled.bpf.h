@@ -141,7 +141,8 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 			mine = i;
 			continue;
 		}
-		if (s->task.tid == tid || now - s->last_tick > SAMPLED_STALE_PERIODS * sample_period_ns) {
+		if (s->task.tid == tid ||
+		    now - s->last_tick > SAMPLED_STALE_PERIODS * sample_period_ns) {
 			sampled_call_end(s, i, now);
 			free = i;
 			continue;
@@ -184,9 +185,8 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 	/* Resolve the file once the call is long, while it still uses it. */
 	if (!s->path_ready && s->ticks >= 2 &&
 	    s->ticks * sample_period_ns >= syscall_oncpu_threshold_ns)
-		s->path_ready = call_file_resolve(nr, arg0, arg1, 1 + (mine & (SAMPLED_CALLS - 1))) ?
-					1 :
-					2;
+		s->path_ready =
+			call_file_resolve(nr, arg0, arg1, 1 + (mine & (SAMPLED_CALLS - 1))) ? 1 : 2;
 }
 
 /* The syscall `tid` is in by the sampler's account on this CPU, or -1,

@@ -11,9 +11,6 @@ mod event;
 mod histogram;
 mod host;
 mod model;
-// The skeleton libbpf-cargo generates into probe::skel, and seven unsafe
-// blocks of probe's tests, have no SAFETY comments; this goes when they do.
-#[allow(clippy::undocumented_unsafe_blocks)]
 mod probe;
 mod record;
 mod source;

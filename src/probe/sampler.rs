@@ -11,7 +11,7 @@ use libbpf_rs::{Link, ProgramMut};
 pub fn attach(prog: &ProgramMut<'_>, hz: u32) -> Result<Vec<Link>, String> {
     let period_ns = 1_000_000_000 / u64::from(hz.max(1));
     let mut links = Vec::new();
-    for cpu in online_cpus()? {
+    for cpu in crate::cpulist::CpuList::online()?.iter() {
         let fd = open_cpu_clock(cpu, period_ns)
             .map_err(|e| format!("perf_event_open(cpu-clock, cpu {cpu}): {e}"))?;
         // libbpf's perf link takes the event fd over and closes it on detach.
@@ -49,34 +49,4 @@ fn open_cpu_clock(cpu: u32, period_ns: u64) -> std::io::Result<OwnedFd> {
     }
     // SAFETY: the syscall returned a new file descriptor that we own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-/// CPU numbers from /sys/devices/system/cpu/online ("0-3,8").
-fn online_cpus() -> Result<Vec<u32>, String> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .map_err(|e| format!("/sys/devices/system/cpu/online: {e}"))?;
-    parse_cpu_list(text.trim()).ok_or_else(|| format!("cannot parse CPU list `{}`", text.trim()))
-}
-
-fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for part in text.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => cpus.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
-            None => cpus.push(part.parse().ok()?),
-        }
-    }
-    Some(cpus)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,8"), Some(vec![0, 1, 2, 3, 8]));
-        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_list("x"), None);
-    }
 }

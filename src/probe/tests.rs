@@ -17,9 +17,10 @@ const CPU: usize = 1;
 const SPIN: Duration = Duration::from_millis(400);
 
 pub(super) fn config(attach: AttachMode) -> ProbeConfig {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
     assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+        euid, 0,
         "probe tests load BPF programs: run them as root (CI does)"
     );
     ProbeConfig {
@@ -416,11 +417,13 @@ fn raw_tp_softirq_handlers_time_the_delay_and_charge_the_interrupted_task() {
         panic!("{events:?}")
     };
     assert_eq!((delay.cpu, delay.vector, delay.in_ksoftirqd), (0, 3, false));
-    assert_eq!(delay.ctx.tid, unsafe { libc::gettid() } as u32);
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u32;
+    assert_eq!(delay.ctx.tid, tid);
 
     // Its run time is charged to this thread, which it interrupted.
     let key = types::stolen_key {
-        tid: unsafe { libc::gettid() } as u32,
+        tid,
         vector: NET_RX as u32,
     };
     // SAFETY: stolen_key is Plain.
@@ -453,7 +456,9 @@ fn raw_tp_syscall_handlers_time_a_call_and_name_its_file() {
     let file = std::fs::File::create(&path).unwrap();
     // SAFETY: dup/dup2 on fds we own; fd 0 is restored below.
     let saved_stdin = unsafe { libc::dup(0) };
-    assert_eq!(unsafe { libc::dup2(file.as_raw_fd(), 0) }, 0);
+    // SAFETY: as above.
+    let dup = unsafe { libc::dup2(file.as_raw_fd(), 0) };
+    assert_eq!(dup, 0);
     const FADVISE64: u64 = 221;
     test_run(&skel, "raw_sys_enter", &[0, FADVISE64]);
     std::thread::sleep(Duration::from_millis(3));
@@ -527,6 +532,7 @@ fn tp_btf_syscalls_are_timed_across_switches_and_cpus_and_per_cgroup() {
             // SAFETY: getppid takes no arguments.
             unsafe { libc::syscall(libc::SYS_getppid) };
         }
+        // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() };
         // Move this thread to the other CPU while it sleeps in the call.
         let mover = std::thread::spawn(move || {
@@ -538,6 +544,7 @@ fn tp_btf_syscalls_are_timed_across_switches_and_cpus_and_per_cgroup() {
                 libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set)
             }
         });
+        // SAFETY: sched_getcpu has no preconditions.
         let before = unsafe { libc::sched_getcpu() };
         let started = Instant::now();
         let timeout = libc::timespec {
@@ -559,7 +566,9 @@ fn tp_btf_syscalls_are_timed_across_switches_and_cpus_and_per_cgroup() {
         };
         let slept = started.elapsed();
         assert_eq!(mover.join().unwrap(), 0, "could not move the sleeper");
-        (before, unsafe { libc::sched_getcpu() }, slept)
+        // SAFETY: as above.
+        let after = unsafe { libc::sched_getcpu() };
+        (before, after, slept)
     })
     .join()
     .unwrap();

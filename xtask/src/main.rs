@@ -7,9 +7,6 @@ mod interrupt;
 mod matrix;
 mod prereqs;
 mod run;
-// scenario/mod.rs's root check has its SAFETY comment above the ensure!, not
-// on the unsafe block inside it; this goes when the comment moves.
-#[allow(clippy::undocumented_unsafe_blocks)]
 mod scenario;
 mod scenario_tests;
 mod test;

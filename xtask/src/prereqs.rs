@@ -5,11 +5,13 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-/// Build: clang compiles bpf/, libelf/zlib/pkg-config build the vendored
-/// libbpf; bpftool, tmux, iproute2 and perf are used by tests and bench;
+/// Build: clang compiles bpf/ (clang-format checks its style),
+/// libelf/zlib/pkg-config build the vendored libbpf; bpftool, tmux,
+/// iproute2 and perf are used by tests and bench;
 /// the kernel matrix boots its guests with QEMU and runs busybox in them.
 const PACKAGES: &[&str] = &[
     "clang",
+    "clang-format",
     "libelf-dev",
     "zlib1g-dev",
     "pkg-config",

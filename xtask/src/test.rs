@@ -12,6 +12,7 @@ use crate::{bpf_object, cargo, prereqs};
 pub fn main() -> Result<()> {
     prereqs::ensure()?;
     step("formatting", || cargo(&["fmt", "--all", "--", "--check"]))?;
+    step("C formatting (bpf/, .clang-format)", c_format)?;
     step("lints", || {
         cargo(&[
             "clippy",
@@ -57,6 +58,30 @@ fn xtask(args: &[&str]) -> Result<()> {
     let status = Command::new(exe).args(args).status()?;
     if !status.success() {
         bail!("`cargo xtask {}` failed: {status}", args.join(" "));
+    }
+    Ok(())
+}
+
+/// The BPF C sources follow .clang-format (vmlinux.h is generated, not ours).
+fn c_format() -> Result<()> {
+    let root = crate::workspace_root();
+    let mut sources = Vec::new();
+    for dir in ["bpf", "xtask/floor/bpf"] {
+        for entry in std::fs::read_dir(root.join(dir))? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "c" || e == "h") {
+                sources.push(path);
+            }
+        }
+    }
+    sources.sort();
+    let status = Command::new("clang-format")
+        .args(["--dry-run", "--Werror"])
+        .args(&sources)
+        .status()
+        .context("running clang-format (apt-get install clang-format)")?;
+    if !status.success() {
+        bail!("bpf/ is not formatted: run `clang-format -i bpf/*.[ch] xtask/floor/bpf/*.[ch]`");
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Bursty multi-threaded requests named `burstreq`: every 250 ms a barrier fans a request out to
 //! 4 worker threads that each burn a fixed amount of their own CPU time, and the request ends
-//! when all 4 are done (repro.md section C).
+//! when all 4 are done.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -1,4 +1,4 @@
-//! ksoftirqd takeover (CASES.md case 1's mechanism, repro.md A2): UDP from CPU 0 crosses a veth
+//! ksoftirqd takeover (docs/cases.md, case 1's mechanism): UDP from CPU 0 crosses a veth
 //! pair between two private netns, RPS steers its RX to CPU 1, and a tc-bpf burner makes every
 //! packet cost tens of microseconds, so NET_RX saturates CPU 1 while packets flow. A CFS hog in a
 //! cpu cgroup of weight 262144 runs 50 ms bursts on CPU 1. NET_RX then runs inline at irq exits
@@ -55,7 +55,7 @@ const SINK_PORT: u16 = 9999;
 /// in ~50 ms; it is normally switched in within 50 us of the burst's end).
 const WATCH_NS: u64 = 60_000_000;
 
-/// bpf_loop iterations per packet: ~35-100 us each (repro.md A).
+/// bpf_loop iterations per packet: ~35-100 us each.
 const BURN_LOOPS: u32 = 20_000;
 /// A gap between the hog's clock reads longer than this: something else had the CPU.
 const INTERRUPTION_NS: u64 = 2_000;

@@ -1,4 +1,4 @@
-//! Zombie v1 memory cgroups (repro.md B): each one is made by mkdir, a process joining it and
+//! Zombie v1 memory cgroups: each one is made by mkdir, a process joining it and
 //! writing a 16 KiB file (page cache charged to it), leaving, and rmdir. Its page cache keeps the
 //! offline cgroup alive. Writing the parent's `memory.force_empty` reclaims it all (the
 //! slow-syscall culprit does that: a long in-kernel write); deleting the files frees it too.

@@ -1,4 +1,4 @@
-//! Two private network namespaces joined by a veth pair (repro.md A): the receiving end's RX is
+//! Two private network namespaces joined by a veth pair: the receiving end's RX is
 //! steered by RPS to one CPU, and a tc-bpf filter on its ingress can give every packet a cost
 //! (a `bpf_loop` burner compiled with clang at run time). Traffic never leaves the pair. Dropping
 //! `NetPair` removes the filter and both namespaces, which takes the veth pair with them.

@@ -1,4 +1,4 @@
-//! Noisy neighbour (CASES.md case 4, repro.md D): the 1 ms victim shares CPU 1 with two `hog`
+//! Noisy neighbour (docs/cases.md, case 4): the 1 ms victim shares CPU 1 with two `hog`
 //! busy loops whose cgroup weighs 10x more (cpu.shares 10240 against 1024), so the victim waits
 //! behind the hogs for milliseconds at a time.
 

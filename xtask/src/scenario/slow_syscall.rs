@@ -1,4 +1,4 @@
-//! Slow syscalls (CASES.md cases 1, 2 and 5; repro.md B): a thread named `culprit`, pinned to
+//! Slow syscalls (docs/cases.md, cases 1, 2 and 5): a thread named `culprit`, pinned to
 //! CPU 1 next to the 1 ms victim, makes long in-kernel calls on known files, one every
 //! `SPACING_NS`: read of `/proc/<pid>/smaps` while 2 GB of 4 KiB pages are mapped, munmap of those
 //! 2 GB, getdents64 with a 4 MiB buffer over a directory of 120k entries, write of

@@ -1,4 +1,4 @@
-//! CFS throttling (CASES.md case 3, repro.md C): bursty 4-thread requests in a cgroup whose quota
+//! CFS throttling (docs/cases.md, case 3): bursty 4-thread requests in a cgroup whose quota
 //! (15 ms per 100 ms) is above their average demand but below one 16 ms burst, so most requests
 //! are throttled until the next period (a burst can escape: the kernel notices the exhausted
 //! quota only at the next tick or context switch, and the burst is just 1 ms over it).

@@ -23,7 +23,13 @@ pub use loader::{AttachMode, ObjectStorage, ProbeConfig, SyscallMode};
 pub use session::{ProbeInfo, Session};
 
 pub mod skel {
-    #![allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
+    #![allow(
+        clippy::all,
+        clippy::undocumented_unsafe_blocks,
+        dead_code,
+        non_camel_case_types,
+        unused_imports
+    )]
     include!(concat!(env!("OUT_DIR"), "/stalltop.skel.rs"));
 }
 

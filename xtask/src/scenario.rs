@@ -58,7 +58,7 @@ pub struct Args {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Name {
-    /// A 1 ms victim waker behind two hogs of 10x its cgroup's weight (CASES.md case 4).
+    /// A 1 ms victim waker behind two hogs of 10x its cgroup's weight (docs/cases.md, case 4).
     NoisyNeighbour,
     /// Bursty 4-thread requests in a cgroup with a 15 ms / 100 ms CFS quota (case 3).
     Throttle,
@@ -274,8 +274,9 @@ pub fn run(name: Name, duration: Duration, ready: impl FnOnce() -> Result<()>) -
         "scenario duration {duration:?} is outside {MIN_DURATION:?}..={MAX_DURATION:?}"
     );
     // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
     ensure!(
-        unsafe { libc::geteuid() } == 0,
+        euid == 0,
         "scenarios create cgroups under {}: run as root",
         cgroup::CPU_ROOT
     );
