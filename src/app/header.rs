@@ -122,6 +122,7 @@ pub fn header_lines(req: &HeaderRequest<'_>) -> Vec<Line> {
         format::duration(settings.runq_threshold_ns),
         format::duration(settings.stall_threshold_ns)
     )));
+    second.push(Segment::plain(format!("syscalls {}", settings.syscalls)));
     if req.display_threshold_ns > 0 {
         second.push(Segment::new(
             format!("showing ≥{}", format::duration(req.display_threshold_ns)),

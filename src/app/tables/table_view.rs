@@ -93,6 +93,11 @@ pub fn table_view(req: &TableRequest<'_>) -> TableView {
         );
         title.insert(title.len() - 1, Segment::new(mark, Tone::Warn));
     }
+    if req.pane == Pane::Syscalls && req.report.settings.syscalls == "sampled" {
+        // Sampled figures say so: no per-call latency, time by ticks.
+        let mark = "· sampled: kernel time by sampler ticks ";
+        title.insert(title.len() - 1, Segment::new(mark, Tone::Dim));
+    }
     TableView {
         title,
         columns: shown

@@ -180,7 +180,7 @@ mod tests {
             failures: 2,
             modes: vec![
                 ModeRun {
-                    mode: mode(0, 0),
+                    mode: mode(0, 1),
                     outcome: ModeOutcome::Recorded(Some(vec![
                         family(
                             "sched",
@@ -194,13 +194,13 @@ mod tests {
                     ])),
                 },
                 ModeRun {
-                    mode: mode(1, 0),
+                    mode: mode(1, 1),
                     outcome: ModeOutcome::Failed(
                         "record exited 6: loading failed | E2BIG\nmore".into(),
                     ),
                 },
                 ModeRun {
-                    mode: mode(1, 1),
+                    mode: mode(1, 2),
                     outcome: ModeOutcome::Recorded(None),
                 },
             ],

@@ -178,7 +178,7 @@ mod tests {
             .map(|mode| format!("record {} {}", mode.tag(), mode.stalltop_args().join(" ")))
             .collect();
         assert_eq!(records, expected);
-        assert!(records.contains(&"record raw-tp/off --attach raw-tp --no-syscalls"));
+        assert!(records.contains(&"record raw-tp/off --attach raw-tp --syscalls off"));
         let tail: Vec<&str> = script.lines().rev().take(2).collect();
         assert_eq!(tail, ["poweroff -f", &format!("echo {DONE} >&3")]);
     }
@@ -194,6 +194,6 @@ mod tests {
 
     #[test]
     fn the_limit_of_the_steps_adds_the_probe_tests_and_each_mode() {
-        assert_eq!(plan().steps_limit(), Duration::from_secs(600 + 4 * 360));
+        assert_eq!(plan().steps_limit(), Duration::from_secs(600 + 6 * 360));
     }
 }
