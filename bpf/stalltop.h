@@ -258,6 +258,25 @@ struct slice {
 
 #define SAMPLED_CALLS 4
 
+/* Sampled syscalls: kernel time by (cgroup, syscall, file), map
+ * `sampled_files`; the file's path is resolved once, when it is new. */
+struct file_key {
+	__u64 cgroup;
+	__u64 inode;
+	__u32 dev;
+	__s32 nr;
+};
+
+struct file_ticks {
+	__u64 calls;	 /* sampled calls on the file */
+	__u64 ticks;	 /* sampler ticks that found one of them */
+	__u32 path_kind; /* PATH_* */
+	__u32 path_len;
+	__u32 path_truncated;
+	__u32 inode_mode;
+	__u8 path[PATH_HALF];
+};
+
 /* Sampled syscalls (no syscall hooks): a call the CPU sampler found in
  * progress, from consecutive ticks that found the same thread in the
  * kernel inside the same call (number and arguments from its saved user
@@ -277,7 +296,8 @@ struct sampled_call {
 	__u32 ticks; /* 0: no call in progress */
 	__s32 nr;
 	__u32 path_ready; /* its path_bufs slot holds its file (resolved while it ran) */
-	__u32 _pad;
+	__u32 has_file;	  /* `file` is the file its fd names */
+	struct file_key file;
 };
 
 /* The last SLICES slices of at least SLICE_MIN_NS on a CPU: whoever held

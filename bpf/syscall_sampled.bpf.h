@@ -74,6 +74,72 @@ static __always_inline __u64 io_calls_of(bool btf, struct task_struct *t)
 	return FIELD(btf, t, ioac.syscr) + FIELD(btf, t, ioac.syscw);
 }
 
+/* Kernel time by file: shared by every CPU (atomic adds), its least
+ * recently used files give way; preallocated, as a tick may come in any
+ * context. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct file_key);
+	__type(value, struct file_ticks);
+} sampled_files SEC(".maps");
+
+/* Call `s` of the running task begins: the file its fd names, if any,
+ * becomes its key, and the file's path is resolved (into its slot's path
+ * buffer, for a slow-call record too) when the file is new. */
+static __always_inline void sampled_file_begin(struct sampled_call *s, __u32 slot)
+{
+	static const struct file_ticks zero = {};
+	__u8 how = syscall_file_arg(s->nr);
+	struct file_ticks *v;
+	struct path_buf *b;
+	struct file *f;
+
+	s->has_file = 0;
+	if (how != SYSCALL_ARG_FD0 && how != SYSCALL_ARG_FD1)
+		return;
+	f = file_of_fd((struct task_struct *)bpf_get_current_task(),
+		       how == SYSCALL_ARG_FD0 ? s->arg0 : s->arg1);
+	if (!f)
+		return;
+	s->file.cgroup = s->task.cgroup;
+	s->file.nr = s->nr;
+	s->file.inode = BPF_CORE_READ(f, f_inode, i_ino);
+	s->file.dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	s->has_file = 1;
+	v = bpf_map_lookup_elem(&sampled_files, &s->file);
+	if (v) {
+		__sync_fetch_and_add(&v->calls, 1);
+		return;
+	}
+	s->path_ready = call_file_resolve(s->nr, s->arg0, s->arg1, 1 + slot) ? 1 : 2;
+	b = s->path_ready == 1 ? this_path_buf(1 + slot) : NULL;
+	bpf_map_update_elem(&sampled_files, &s->file, &zero, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(&sampled_files, &s->file);
+	if (!v)
+		return;
+	__sync_fetch_and_add(&v->calls, 1);
+	if (!b)
+		return;
+	bpf_probe_read_kernel(v->path, sizeof(v->path), b->path);
+	v->path_kind = b->kind;
+	v->path_len = b->len < PATH_HALF ? b->len : PATH_HALF;
+	v->path_truncated = b->truncated || b->len >= PATH_HALF;
+	v->inode_mode = b->inode_mode;
+}
+
+/* A tick found call `s` running: one more for its file. */
+static __always_inline void sampled_file_tick(struct sampled_call *s)
+{
+	struct file_ticks *v;
+
+	if (!s->has_file)
+		return;
+	v = bpf_map_lookup_elem(&sampled_files, &s->file);
+	if (v)
+		__sync_fetch_and_add(&v->ticks, 1);
+}
+
 /* A sampled call no tick has found for this many periods has ended (its
  * thread sleeps, or runs on another CPU). */
 #define SAMPLED_STALE_PERIODS 100
@@ -172,10 +238,12 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 		s->io_calls = io_calls;
 		s->blocks = blocks;
 		s->path_ready = 0;
+		sampled_file_begin(s, mine & (SAMPLED_CALLS - 1));
 	}
 	s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];
 	s->ticks++;
 	s->last_tick = now;
+	sampled_file_tick(s);
 	stats = syscall_stats_of(s->task.cgroup, nr);
 	if (stats) {
 		if (s->ticks == 1)

@@ -28,6 +28,8 @@ plain_abi!(
     types::preemptor_stats,
     types::task_state,
     types::cpu_state,
+    types::file_key,
+    types::file_ticks,
     types::softirq_event,
     types::softirq_stats,
     types::stolen_key,
@@ -111,6 +113,28 @@ pub enum FilePath {
         kind: &'static str,
         inode: u64,
     },
+}
+
+impl FilePath {
+    /// As reports and tables show it: the path, or `socket:[inode]`.
+    pub fn text(&self) -> Option<String> {
+        match self {
+            FilePath::None => None,
+            FilePath::Resolved { path, .. } => Some(path.clone()),
+            FilePath::Given(path) => Some(path.clone()),
+            FilePath::Special { kind, inode } => Some(format!("{kind}:[{inode}]")),
+        }
+    }
+
+    /// A path the kernel side wrote: `kind` PATH_*, the bytes used, and
+    /// for PATH_DENTRIES the file's mode and inode (nameless files).
+    pub fn from_kernel(kind: u32, used: &[u8], truncated: bool, mode: u32, inode: u64) -> FilePath {
+        match kind {
+            PATH_DENTRIES => dentry_path(used, truncated, mode, inode),
+            PATH_USER => FilePath::Given(comm_str(used)),
+            _ => FilePath::None,
+        }
+    }
 }
 
 /// A syscall that ended at `ts_ns` after `wall_ns`.
@@ -263,11 +287,13 @@ const S_IFMT_FIFO: u32 = 0o010000;
 
 fn slow_syscall(e: types::syscall_event) -> SlowSyscall {
     let used = &e.path[..(e.path_len as usize).min(e.path.len())];
-    let path = match e.path_kind {
-        PATH_DENTRIES => dentry_path(used, e.path_truncated != 0, e.inode_mode, e.inode),
-        PATH_USER => FilePath::Given(comm_str(used)),
-        _ => FilePath::None,
-    };
+    let path = FilePath::from_kernel(
+        e.path_kind,
+        used,
+        e.path_truncated != 0,
+        e.inode_mode,
+        e.inode,
+    );
     SlowSyscall {
         cpu: e.hdr.cpu,
         ts_ns: e.hdr.ts,

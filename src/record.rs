@@ -157,6 +157,7 @@ mod tests {
                 oncpu_total_ns: 40_000,
                 max_ns: 22_000_000,
             }],
+            files: Vec::new(),
             counters: Counters {
                 lost: vec![("runq".into(), 2), ("takeover".into(), 0)],
                 map_full: vec![("tasks".into(), 1)],

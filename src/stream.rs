@@ -111,10 +111,25 @@ pub struct KernelSnapshot {
     pub softirq: Vec<SoftirqStats>,
     pub softirq_stolen: Vec<SoftirqStolen>,
     pub syscalls: Vec<SyscallStats>,
+    /// Sampled syscalls: kernel time by file (recordings before it or in
+    /// other modes have none).
+    #[serde(default)]
+    pub files: Vec<FileTime>,
     pub counters: Counters,
     /// Cost of each probe: its invocations, and its run time estimated
     /// from the one in PROBE_COST_EVERY (bpf/stalltop.h) it times itself.
     pub programs: Vec<ProgramCost>,
+}
+
+/// Sampled syscalls: the calls of syscall `nr` by tasks of `cgroup` on one
+/// file, and the sampler ticks that found them running.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileTime {
+    pub cgroup: u64,
+    pub nr: u32,
+    pub path: String,
+    pub calls: u64,
+    pub ticks: u64,
 }
 
 /// Softirq delay (raise -> entry) and run time of one vector on one CPU.

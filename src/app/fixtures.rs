@@ -397,6 +397,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 max_ns: 45 * MS,
             },
         ],
+        files: Vec::new(),
         counters: Counters {
             lost: vec![("runq".into(), 0), ("sample".into(), 0)],
             map_full: vec![("tasks".into(), 0)],

@@ -147,7 +147,8 @@ pub struct SyscallRow {
     pub max_ns: u64,
     pub total_ns: u64,
     pub oncpu_total_ns: u64,
-    /// Files of the calls over the threshold.
+    /// Files, most time first: of the calls over the threshold (hooked
+    /// syscalls), or of every call the sampler found (sampled).
     pub top_paths: Vec<PathRow>,
 }
 
@@ -171,7 +172,9 @@ pub struct SlowSyscallRow {
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct PathRow {
     pub path: String,
+    /// Slow calls on it (hooked), or calls a tick found on it (sampled).
     pub count: u64,
+    /// Their wall time (hooked), or their kernel time by ticks (sampled).
     pub total_ns: u64,
 }
 

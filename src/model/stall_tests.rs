@@ -10,7 +10,7 @@ use crate::event::KIND_RUNQ;
 use crate::event::KIND_TAKEOVER;
 use crate::histogram::Histogram;
 use crate::stream::NameTable;
-use crate::stream::{SoftirqStolen, SyscallStats};
+use crate::stream::{FileTime, SoftirqStolen, SyscallStats};
 
 const CPU: u32 = 1;
 const CADVISOR: u64 = 5001;
@@ -464,4 +464,73 @@ fn the_hypervisors_share_of_a_wait_is_kept() {
         (s.waited.wait_ns, s.waited.steal_ns),
         (Some(14 * MS), Some(9_500_000))
     );
+}
+
+/// Case 5 with sampled syscalls: many fadvise64 calls, each too short to
+/// be listed as slow, still put fadvise64 on top with its file, by the
+/// kernel time the sampler found on it; the rows have no percentiles.
+#[test]
+fn sampled_fadvise_storm_tops_the_syscall_table_with_its_file() {
+    let mut header = super::tests::header();
+    header.settings.syscalls = "sampled".into();
+    header.settings.sample_hz = 1000;
+    let kernel = KernelSnapshot {
+        ts_ns: 9_000 * MS,
+        syscalls: vec![
+            SyscallStats {
+                cgroup: CADVISOR,
+                nr: SYS_FADVISE64,
+                count: 900,
+                wall: Histogram::default(),
+                wall_total_ns: 1_300 * MS,
+                oncpu_total_ns: 1_200 * MS,
+                max_ns: 3 * MS,
+            },
+            SyscallStats {
+                cgroup: CADVISOR,
+                nr: SYS_READ,
+                count: 40,
+                wall: Histogram::default(),
+                wall_total_ns: 50 * MS,
+                oncpu_total_ns: 40 * MS,
+                max_ns: MS,
+            },
+        ],
+        files: vec![
+            FileTime {
+                cgroup: CADVISOR,
+                nr: SYS_FADVISE64,
+                path: "/var/log/app/app.INFO".into(),
+                calls: 880,
+                ticks: 1_150,
+            },
+            FileTime {
+                cgroup: CADVISOR,
+                nr: SYS_FADVISE64,
+                path: "/var/log/app/app.WARNING".into(),
+                calls: 20,
+                ticks: 50,
+            },
+        ],
+        ..KernelSnapshot::default()
+    };
+    let mut a = Analysis::new(header);
+    a.apply(&symbols_and_cgroups());
+    a.apply(&Entry::Kernel(kernel));
+    let r = a.report();
+    let top = &r.syscalls[0];
+    assert_eq!((top.syscall.as_str(), top.count), ("fadvise64", 900));
+    assert_eq!((top.p50_ns, top.p99_ns), (None, None));
+    assert_eq!(top.oncpu_total_ns, 1_200 * MS);
+    assert_eq!(
+        top.top_paths
+            .iter()
+            .map(|p| (p.path.as_str(), p.count, p.total_ns))
+            .collect::<Vec<_>>(),
+        [
+            ("/var/log/app/app.INFO", 880, 1_150 * MS),
+            ("/var/log/app/app.WARNING", 20, 50 * MS)
+        ]
+    );
+    assert!(r.slow_syscalls.is_empty());
 }

@@ -422,6 +422,9 @@ fn configure(
         maps.syscalls.set_max_entries(1)?;
         maps.path_bufs.set_max_entries(1)?;
     }
+    if config.syscalls != SyscallMode::Sampled {
+        maps.sampled_files.set_max_entries(1)?;
+    }
     if !config.features.hash_alloc_in_hooks {
         // sched_switch inserts into these under the run-queue lock: before
         // the BPF memory allocator that insert must not allocate.

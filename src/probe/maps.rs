@@ -7,11 +7,11 @@ use libbpf_rs::{MapCore, MapFlags};
 
 use super::loader::{Loaded, SyscallMode};
 use super::skel::{types, StalltopSkel};
-use crate::event::{comm_str, kind_name, KIND_MAX};
+use crate::event::{comm_str, kind_name, FilePath, KIND_MAX};
 use crate::histogram::Histogram;
 use crate::stream::{
-    CgroupRunq, Counters, KernelSnapshot, Preemptor, ProgramCost, SoftirqStats, SoftirqStolen,
-    SyscallStats,
+    CgroupRunq, Counters, FileTime, KernelSnapshot, Preemptor, ProgramCost, SoftirqStats,
+    SoftirqStolen, SyscallStats,
 };
 
 /// COUNTER_RATE_LIMITED_BASE in bpf/stalltop.h.
@@ -37,6 +37,11 @@ pub fn snapshot(loaded: &Loaded<'_>, ts_ns: u64) -> KernelSnapshot {
         softirq_stolen: read_stolen(skel),
         syscalls: if loaded.syscalls != SyscallMode::Off {
             read_syscalls(skel)
+        } else {
+            Vec::new()
+        },
+        files: if loaded.syscalls == SyscallMode::Sampled {
+            read_files(skel)
         } else {
             Vec::new()
         },
@@ -211,6 +216,38 @@ pub(super) fn read_syscalls(skel: &StalltopSkel<'_>) -> Vec<SyscallStats> {
         per_cpu.iter().for_each(|v| add(k.cgroup, k.nr, v));
     }
     rows.into_values().collect()
+}
+
+/// Sampled kernel time by (cgroup, syscall, file), read in batches.
+fn read_files(skel: &StalltopSkel<'_>) -> Vec<FileTime> {
+    let Ok(batches) = skel
+        .maps
+        .sampled_files
+        .lookup_batch(256, MapFlags::ANY, MapFlags::ANY)
+    else {
+        return Vec::new();
+    };
+    batches
+        .filter_map(|(key, value)| {
+            let k = read_plain::<types::file_key>(&key)?;
+            let v = read_plain::<types::file_ticks>(&value)?;
+            let used = &v.path[..(v.path_len as usize).min(v.path.len())];
+            let path = FilePath::from_kernel(
+                v.path_kind,
+                used,
+                v.path_truncated != 0,
+                v.inode_mode,
+                k.inode,
+            );
+            Some(FileTime {
+                cgroup: k.cgroup,
+                nr: u32::try_from(k.nr).ok()?,
+                path: path.text()?,
+                calls: v.calls,
+                ticks: v.ticks,
+            })
+        })
+        .collect()
 }
 
 /// Run-queue stats per cgroup: each CPU's array slots (owned by the first

@@ -165,6 +165,16 @@ fn sampled_read_is_found(attach: AttachMode, with_sleeper: bool) {
         .iter()
         .find(|r| r.cgroup == own_cgroup && r.nr == read)
         .unwrap_or_else(|| panic!("no sampled read row: {:?}", snapshot.syscalls));
+    // And its file, by the same ticks.
+    let file = snapshot
+        .files
+        .iter()
+        .find(|f| f.cgroup == own_cgroup && f.nr == read && f.path == "/dev/zero")
+        .unwrap_or_else(|| panic!("no sampled time on /dev/zero: {:?}", snapshot.files));
+    assert!(
+        file.calls >= 1 && file.ticks * PERIOD_NS + 2 * PERIOD_NS >= cpu,
+        "{file:?}, the read took {cpu} ns of CPU"
+    );
     assert!(
         row.oncpu_total_ns + 2 * PERIOD_NS >= cpu,
         "{} ns sampled in the table, {cpu} ns of CPU",

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::evidence::{culprit_detail, gap_evidence, path_text};
+use super::evidence::{culprit_detail, gap_evidence};
 use super::*;
 use crate::cgroup::container_of;
 use crate::event::{softirq_name, RunqWait, Sample, SlowSyscall};
@@ -139,7 +139,7 @@ fn culprit_rows(a: &Analysis) -> Vec<CulpritRow> {
                 comm: c.task.comm.clone(),
                 container: container_of(&a.cgroup_path(c.task.cgroup)),
                 syscall: c.syscall.map(syscall_table::name),
-                path: c.call.as_ref().and_then(|call| path_text(&call.path)),
+                path: c.call.as_ref().and_then(|call| call.path.text()),
                 duration_ns: s.duration_ns(),
                 end_ns: s.end_ns,
             })
@@ -159,7 +159,7 @@ fn slow_syscall_row(a: &Analysis, c: &SlowSyscall) -> SlowSyscallRow {
         container: container_of(&cgroup),
         cgroup,
         syscall: syscall_table::name(c.nr),
-        path: path_text(&c.path),
+        path: c.path.text(),
         wall_ns: c.wall_ns,
         oncpu_ns: c.oncpu_ns,
         softirq_ns: c.softirq_ns,
@@ -216,21 +216,36 @@ fn syscall_rows(a: &Analysis) -> Vec<SyscallRow> {
 /// The files of the slow calls of syscall `nr` in `container`.
 fn top_paths(a: &Analysis, nr: u32, container: &str) -> Vec<PathRow> {
     let mut by_path: HashMap<String, PathRow> = HashMap::new();
-    let calls = a.slow_syscalls.iter().filter(|c: &&SlowSyscall| {
-        c.nr == nr && container_of(&a.cgroup_path(c.task.cgroup)) == container
-    });
-    for call in calls {
-        let Some(path) = path_text(&call.path) else {
-            continue;
-        };
-        let pattern = crate::model::path_pattern(&path);
+    let mut add = |path: &str, count: u64, ns: u64| {
+        let pattern = crate::model::path_pattern(path);
         let row = by_path.entry(pattern.clone()).or_insert(PathRow {
             path: pattern,
             count: 0,
             total_ns: 0,
         });
-        row.count += 1;
-        row.total_ns += call.wall_ns;
+        row.count += count;
+        row.total_ns += ns;
+    };
+    let settings = &a.header.settings;
+    if settings.syscalls == "sampled" {
+        let period = 1_000_000_000 / u64::from(settings.sample_hz.max(1));
+        let files = a
+            .kernel
+            .iter()
+            .flat_map(|k| k.files.iter())
+            .filter(|f| f.nr == nr && container_of(&a.cgroup_path(f.cgroup)) == container);
+        for f in files {
+            add(&f.path, f.calls, f.ticks * period);
+        }
+    } else {
+        let calls = a.slow_syscalls.iter().filter(|c: &&SlowSyscall| {
+            c.nr == nr && container_of(&a.cgroup_path(c.task.cgroup)) == container
+        });
+        for call in calls {
+            if let Some(path) = call.path.text() {
+                add(&path, 1, call.wall_ns);
+            }
+        }
     }
     let mut rows: Vec<PathRow> = by_path.into_values().collect();
     rows.sort_by(|x, y| {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::CulpritDetail;
 use crate::cgroup::container_of;
-use crate::event::{FilePath, Sample};
+use crate::event::Sample;
 use crate::model::stalls::Culprit;
 use crate::model::Analysis;
 use crate::syscall_table;
@@ -54,7 +54,7 @@ pub(super) fn culprit_detail(a: &Analysis, c: &Culprit, samples: &[Sample]) -> C
         container: container_of(&cgroup),
         cgroup,
         syscall: c.syscall.map(syscall_table::name),
-        path: c.call.as_ref().and_then(|call| path_text(&call.path)),
+        path: c.call.as_ref().and_then(|call| call.path.text()),
         oncpu_ns: c.call.as_ref().map(|call| call.oncpu_ns),
         wall_ns: c.call.as_ref().map(|call| call.wall_ns),
         softirq_ns: c.call.as_ref().map(|call| call.softirq_ns),
@@ -82,14 +82,4 @@ fn most_frequent_stack<'s>(samples: &[&'s Sample]) -> Option<&'s Sample> {
         .into_values()
         .max_by_key(|(n, s)| (*n, std::cmp::Reverse(s.ts_ns)))
         .map(|(_, s)| s)
-}
-
-/// A slow call's file as reports show it; sockets and pipes as `socket:[inode]`.
-pub(super) fn path_text(path: &FilePath) -> Option<String> {
-    match path {
-        FilePath::None => None,
-        FilePath::Resolved { path, .. } => Some(path.clone()),
-        FilePath::Given(path) => Some(path.clone()),
-        FilePath::Special { kind, inode } => Some(format!("{kind}:[{inode}]")),
-    }
 }

@@ -189,7 +189,8 @@ fn sampled_call(
     stalls_name_the_calls(report, truth, call, &must, true).or_else(fail)
 }
 
-/// Case 5: fadvise64 has the most kernel time of the glog cgroup's syscalls, marked sampled.
+/// Case 5: fadvise64 has the most kernel time of the glog cgroup's syscalls, marked sampled,
+/// with its file.
 fn fadvise_on_top(report: &Report, truth: &slow_syscall::Fadvise) -> Result<(), String> {
     let rows: Vec<_> = report
         .syscalls
@@ -198,10 +199,21 @@ fn fadvise_on_top(report: &Report, truth: &slow_syscall::Fadvise) -> Result<(), 
         .collect();
     let top = rows.iter().max_by_key(|row| row.oncpu_total_ns);
     match top {
-        Some(row) if row.syscall == "fadvise64" && row.p50_ns.is_none() => Ok(()),
+        Some(row)
+            if row.syscall == "fadvise64"
+                && row.p50_ns.is_none()
+                && row
+                    .top_paths
+                    .iter()
+                    .any(|p| path_matches(&p.path, &truth.path)) =>
+        {
+            Ok(())
+        }
         _ => Err(format!(
-            "fadvise64 is not the sampled syscall with the most kernel time in {}: {}",
+            "fadvise64 is not the sampled syscall with the most kernel time in {}, with its file \
+             {}: {}",
             truth.cgroup,
+            truth.path,
             pretty(&rows)
         )),
     }
