@@ -20,7 +20,6 @@ const volatile __u64 irqoff_threshold_ns = 10 * 1000 * 1000;
 static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *call, __u32 tid,
 					    __u64 now)
 {
-	__u64 since;
 	__u32 why = 0;
 	int vec;
 
@@ -34,7 +33,7 @@ static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *c
 	 * explains nothing about this CPU. */
 	if (call && call->oncpu_ns + (now - slice_start(call, cs)) >= sample_after_ns)
 		why |= SAMPLE_WHY_SYSCALL;
-	if (sampled_syscall_of(cs, tid, &since) >= 0 && now - since >= sample_after_ns)
+	if (sampled_stack_due(cs, tid, sample_after_ns))
 		why |= SAMPLE_WHY_SYSCALL;
 	return why;
 }

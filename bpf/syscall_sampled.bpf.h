@@ -257,6 +257,24 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 			call_file_resolve(nr, arg0, arg1, 1 + (mine & (SAMPLED_CALLS - 1))) ? 1 : 2;
 }
 
+/* Whether this tick should keep a stack of `tid`'s sampled call: once it
+ * has run `after` ns, at its 2nd, 4th, 8th... tick. A long call is seen
+ * often enough; back-to-back calls that read as one do not flood. */
+static __always_inline bool sampled_stack_due(struct cpu_state *cs, __u32 tid, __u64 after)
+{
+	__u32 i;
+
+	if (!syscalls_sampled || !cs)
+		return false;
+	for (i = 0; i < SAMPLED_CALLS; i++) {
+		__u32 ticks = cs->sampled[i].ticks;
+
+		if (ticks && cs->sampled[i].task.tid == tid)
+			return ticks * sample_period_ns >= after && !(ticks & (ticks - 1));
+	}
+	return false;
+}
+
 /* The syscall `tid` is in by the sampler's account on this CPU, or -1,
  * and since when. */
 static __always_inline __s32 sampled_syscall_of(struct cpu_state *cs, __u32 tid, __u64 *since)

@@ -2,8 +2,9 @@
 //! counters) and the programs' run statistics into a `KernelSnapshot`.
 
 use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
 
-use libbpf_rs::{MapCore, MapFlags};
+use libbpf_rs::{libbpf_sys, MapCore, MapFlags};
 
 use super::loader::{Loaded, SyscallMode};
 use super::skel::{types, StalltopSkel};
@@ -113,21 +114,59 @@ where
     })
 }
 
-/// Every index of a per-CPU array with its value on each CPU.
-fn per_cpu_array<V>(map: &dyn MapCore) -> impl Iterator<Item = (u32, Vec<V>)> + '_
+/// Every index of a per-CPU array with its value on each CPU: one batched
+/// lookup for the whole array (a syscall per index otherwise, every
+/// second, on every map).
+fn per_cpu_array<V>(map: &dyn MapCore) -> Vec<(u32, Vec<V>)>
 where
     V: plain::Plain + Default,
 {
-    (0..map.max_entries()).filter_map(move |index| {
-        let values = map
-            .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
-            .ok()
-            .flatten()?;
-        Some((
-            index,
-            values.iter().filter_map(|v| read_plain::<V>(v)).collect(),
-        ))
-    })
+    let entries = map.max_entries() as usize;
+    let cpus = libbpf_rs::num_possible_cpus().unwrap_or(1);
+    // The kernel lays out each CPU's value 8-byte aligned.
+    let stride = (map.value_size() as usize).div_ceil(8) * 8;
+    let mut keys = vec![0u32; entries];
+    let mut values = vec![0u8; entries * cpus * stride];
+    let mut count = entries as u32;
+    let mut cursor = 0u32;
+    let opts = libbpf_sys::bpf_map_batch_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+        ..Default::default()
+    };
+    // SAFETY: `keys` holds `count` u32 keys and `values` `count` values of
+    // `cpus * stride` bytes each; a null in_batch starts at the first
+    // index and `cursor` receives where it stopped; all outlive the call.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_batch(
+            map.as_fd().as_raw_fd(),
+            std::ptr::null_mut(),
+            (&mut cursor as *mut u32).cast(),
+            keys.as_mut_ptr().cast(),
+            values.as_mut_ptr().cast(),
+            &mut count,
+            &opts,
+        )
+    };
+    // ENOENT: the end of the array came within the batch.
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
+        tracing::debug!(
+            "batched lookup of {:?}: {}",
+            map.name(),
+            std::io::Error::last_os_error()
+        );
+        return Vec::new();
+    }
+    keys.iter()
+        .zip(values.chunks_exact(cpus * stride))
+        .take(count as usize)
+        .map(|(&index, per_cpu)| {
+            let values = per_cpu
+                .chunks_exact(stride)
+                .filter_map(|v| read_plain::<V>(&v[..map.value_size() as usize]))
+                .collect();
+            (index, values)
+        })
+        .collect()
 }
 
 fn read_softirq(skel: &StalltopSkel<'_>) -> Vec<SoftirqStats> {
