@@ -2,9 +2,13 @@
 //! open, configure, load, attach (tp_btf, falling back to raw_tp), the ring
 //! buffer and the aggregate maps. Everything leaves here as plain data.
 
+mod config;
 #[cfg(test)]
 mod fallback_tests;
+mod family;
 mod features;
+#[cfg(test)]
+mod handler_tests;
 mod libbpf_log;
 mod loader;
 mod maps;

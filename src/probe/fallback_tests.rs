@@ -9,7 +9,8 @@ use std::os::fd::{AsFd, AsRawFd};
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{libbpf_sys, MapCore, MapInfo, MapType};
 
-use super::loader::{self, ProbeFamily};
+use super::family::ProbeFamily;
+use super::loader;
 use super::tests::{config, fight_for_one_cpu, program_ids_of_this_process, ONE_AT_A_TIME};
 use super::*;
 

@@ -1,0 +1,76 @@
+//! What the probes are told before they load: the user's choices (attach
+//! and syscall modes, thresholds, rates) and what the kernel offers.
+
+use super::features::KernelFeatures;
+
+/// Which twin of every program to load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttachMode {
+    /// tp_btf where the kernel has BTF tracepoints, else raw_tp.
+    Auto,
+    /// BTF tracepoints only (fastest: direct field access).
+    TpBtf,
+    /// Raw tracepoints with CO-RE reads (for kernels without tp_btf).
+    RawTp,
+}
+
+/// How syscalls are watched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyscallMode {
+    /// No syscall hooks: the CPU sampler finds the calls that hold a CPU
+    /// (syscall, file, time in the kernel to about a sampler period).
+    Sampled,
+    /// Hook every syscall's entry and exit: per-call latency and on-CPU
+    /// histograms, every slow call with its file.
+    Exact,
+    /// No syscall hooks: culprits lose their syscall, file and on-CPU time.
+    Off,
+}
+
+impl SyscallMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyscallMode::Sampled => "sampled",
+            SyscallMode::Exact => "exact",
+            SyscallMode::Off => "off",
+        }
+    }
+}
+
+/// What the probes are told before they load.
+#[derive(Clone, Debug)]
+pub struct ProbeConfig {
+    pub attach: AttachMode,
+    pub runq_threshold_ns: u64,
+    /// Softirq delay, ksoftirqd wait and irqs-off gap that make a stall.
+    pub stall_threshold_ns: u64,
+    pub syscall_wall_threshold_ns: u64,
+    pub syscall_oncpu_threshold_ns: u64,
+    /// CPU X-ray sampling rate; 0 turns the sampler off.
+    pub sample_hz: u32,
+    /// Records per second per CPU and kind before the kernel side samples.
+    pub record_rate: u32,
+    pub syscalls: SyscallMode,
+    /// Attribute tasks by their v1 cpu cgroup (hybrid and v1 hosts).
+    pub cgroup_v1_cpu: bool,
+    /// (cpu, thread id) of every ksoftirqd/N thread.
+    pub ksoftirqd: Vec<(u32, u32)>,
+    /// What the kernel offers; tests change it to force fallbacks.
+    pub features: KernelFeatures,
+}
+
+/// A resolved attach mode: which twin of every program loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attach {
+    TpBtf,
+    RawTp,
+}
+
+impl Attach {
+    pub fn name(self) -> &'static str {
+        match self {
+            Attach::TpBtf => "tp_btf",
+            Attach::RawTp => "raw_tp",
+        }
+    }
+}

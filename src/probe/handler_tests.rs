@@ -1,0 +1,170 @@
+//! The raw_tp handlers driven with BPF_PROG_TEST_RUN (ctx = u64 args),
+//! loaded but not attached (root, as in CI): each handler's own logic on
+//! exact inputs.
+
+use std::mem::MaybeUninit;
+use std::time::Duration;
+
+use libbpf_rs::skel::Skel;
+use libbpf_rs::{MapCore, MapFlags, ProgramInput, RingBufferBuilder};
+
+use super::skel::{types, StalltopSkel};
+use super::tests::{config, own_cgroup_id, pin_to, syscall_row, ONE_AT_A_TIME};
+use super::*;
+use crate::event::{self, FilePath};
+
+const NET_RX: u64 = 3;
+
+fn test_run(skel: &StalltopSkel<'_>, program: &str, args: &[u64]) {
+    let prog = skel
+        .object()
+        .progs_mut()
+        .find(|p| p.name() == program)
+        .unwrap_or_else(|| panic!("no program {program}"));
+    let mut ctx: Vec<u8> = args.iter().flat_map(|a| a.to_ne_bytes()).collect();
+    let input = ProgramInput {
+        context_in: Some(&mut ctx),
+        ..Default::default()
+    };
+    prog.test_run(input)
+        .unwrap_or_else(|e| panic!("test run of {program}: {e}"));
+}
+
+fn drain_events(skel: &StalltopSkel<'_>) -> Vec<event::Event> {
+    let bytes = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let sink = std::rc::Rc::clone(&bytes);
+    let mut builder = RingBufferBuilder::new();
+    builder
+        .add(&skel.maps.events, move |r: &[u8]| {
+            sink.borrow_mut().extend_from_slice(r);
+            0
+        })
+        .unwrap();
+    builder.build().unwrap().consume().unwrap();
+    let bytes = bytes.borrow();
+    event::decode(&bytes)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .collect()
+}
+
+#[test]
+fn raw_tp_softirq_handlers_time_the_delay_and_charge_the_interrupted_task() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = ProbeConfig {
+        stall_threshold_ns: 1_000_000,
+        ..config(AttachMode::RawTp)
+    };
+    let mut storage = MaybeUninit::uninit();
+    let skel = super::loader::load_detached(&config, &mut storage).expect("raw_tp loads");
+    pin_to(0);
+    test_run(&skel, "raw_softirq_raise", &[NET_RX]);
+    test_run(&skel, "raw_softirq_raise", &[NET_RX]); // still pending: not a new raise
+    std::thread::sleep(Duration::from_millis(3));
+    test_run(&skel, "raw_softirq_entry", &[NET_RX]);
+    std::thread::sleep(Duration::from_millis(1));
+    test_run(&skel, "raw_softirq_exit", &[NET_RX]);
+
+    let per_cpu = skel
+        .maps
+        .softirq_by_vector
+        .lookup_percpu(&(NET_RX as u32).to_ne_bytes(), MapFlags::ANY)
+        .unwrap()
+        .unwrap();
+    let mut stats = types::softirq_stats::default();
+    plain::copy_from_bytes(&mut stats, &per_cpu[0]).unwrap();
+    assert_eq!(stats.count, 1);
+    assert!(
+        stats.delay_max_ns >= 3_000_000 && stats.delay_max_ns < 50_000_000,
+        "{stats:?}"
+    );
+    assert!(stats.run_total_ns >= 1_000_000, "{stats:?}");
+    assert_eq!(stats.runs_in_ksoftirqd, 0);
+
+    let events = drain_events(&skel);
+    let [event::Event::Softirq(delay)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    assert_eq!((delay.cpu, delay.vector, delay.in_ksoftirqd), (0, 3, false));
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() } as u32;
+    assert_eq!(delay.ctx.tid, tid);
+
+    // Its run time is charged to this thread, which it interrupted.
+    let key = types::stolen_key {
+        tid,
+        vector: NET_RX as u32,
+    };
+    // SAFETY: stolen_key is Plain.
+    let key_bytes = unsafe { plain::as_bytes(&key) };
+    let per_cpu = skel
+        .maps
+        .softirq_stolen
+        .lookup_percpu(key_bytes, MapFlags::ANY)
+        .unwrap()
+        .expect("stolen time charged to this process");
+    let mut stolen = types::stolen_stats::default();
+    plain::copy_from_bytes(&mut stolen, &per_cpu[0]).unwrap();
+    assert_eq!(stolen.count, 1);
+    assert_eq!(stolen.ns, stats.run_total_ns);
+    assert_eq!(stolen.pid, std::process::id());
+}
+
+#[test]
+fn raw_tp_syscall_handlers_time_a_call_and_name_its_file() {
+    use std::os::fd::AsRawFd;
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config(AttachMode::RawTp);
+    let mut storage = MaybeUninit::uninit();
+    let skel = super::loader::load_detached(&config, &mut storage).expect("raw_tp loads");
+    pin_to(0);
+    // A NULL regs pointer reads as zero arguments: the call is about fd 0,
+    // so make fd 0 a real file for the duration.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.INFO");
+    let file = std::fs::File::create(&path).unwrap();
+    // SAFETY: dup/dup2 on fds we own; fd 0 is restored below.
+    let saved_stdin = unsafe { libc::dup(0) };
+    // SAFETY: as above.
+    let dup = unsafe { libc::dup2(file.as_raw_fd(), 0) };
+    assert_eq!(dup, 0);
+    const FADVISE64: u64 = 221;
+    test_run(&skel, "raw_sys_enter", &[0, FADVISE64]);
+    std::thread::sleep(Duration::from_millis(3));
+    test_run(&skel, "raw_sys_exit", &[0, 0]);
+    // SAFETY: restoring the saved descriptor.
+    unsafe {
+        libc::dup2(saved_stdin, 0);
+        libc::close(saved_stdin);
+    }
+
+    let events = drain_events(&skel);
+    let [event::Event::Syscall(call)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    assert_eq!((call.nr, call.fd), (FADVISE64 as u32, Some(0)));
+    assert!(
+        call.wall_ns >= 3_000_000 && call.wall_ns < 50_000_000,
+        "{call:?}"
+    );
+    // No sched programs ran: the whole call counts as one on-CPU slice.
+    assert_eq!(call.oncpu_ns, call.wall_ns);
+    let expected = path.canonicalize().unwrap().to_string_lossy().into_owned();
+    assert_eq!(
+        call.path,
+        FilePath::Resolved {
+            path: expected,
+            truncated: false
+        }
+    );
+
+    let own_cgroup = own_cgroup_id(&config);
+    let snapshot = crate::stream::KernelSnapshot {
+        syscalls: super::maps::read_syscalls(&skel),
+        ..Default::default()
+    };
+    let stats = syscall_row(&snapshot, own_cgroup, FADVISE64 as u32)
+        .expect("syscall stats for this cgroup");
+    assert_eq!(stats.count, 1);
+    assert_eq!(stats.wall_total_ns, call.wall_ns);
+}
