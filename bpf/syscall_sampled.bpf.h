@@ -84,24 +84,33 @@ struct {
 	__type(value, struct file_ticks);
 } sampled_files SEC(".maps");
 
-/* Call `s` of the running task begins: the file its fd names, if any,
- * becomes its key, and the file's path is resolved (into its slot's path
- * buffer, for a slow-call record too) when the file is new. */
-static __always_inline void sampled_file_begin(struct sampled_call *s, __u32 slot)
+/* The call in this CPU's sampled-call `slot`, begun by the running task:
+ * the file its fd names, if any, becomes its key, and the file's path is
+ * resolved (into the slot's path buffer, for a slow-call record too) when
+ * the file is new. A global function, checked once by the verifier rather
+ * than once per slot and caller state. */
+__noinline int sampled_file_begin(__u32 slot)
 {
 	static const struct file_ticks zero = {};
-	__u8 how = syscall_file_arg(s->nr);
+	struct cpu_state *cs = this_cpu();
+	struct sampled_call *s;
 	struct file_ticks *v;
 	struct path_buf *b;
 	struct file *f;
+	__u8 how;
 
+	if (!cs)
+		return 0;
+	slot &= SAMPLED_CALLS - 1;
+	s = &cs->sampled[slot];
+	how = syscall_file_arg(s->nr);
 	s->has_file = 0;
 	if (how != SYSCALL_ARG_FD0 && how != SYSCALL_ARG_FD1)
-		return;
+		return 0;
 	f = file_of_fd((struct task_struct *)bpf_get_current_task(),
 		       how == SYSCALL_ARG_FD0 ? s->arg0 : s->arg1);
 	if (!f)
-		return;
+		return 0;
 	s->file.cgroup = s->task.cgroup;
 	s->file.nr = s->nr;
 	s->file.inode = BPF_CORE_READ(f, f_inode, i_ino);
@@ -110,22 +119,23 @@ static __always_inline void sampled_file_begin(struct sampled_call *s, __u32 slo
 	v = bpf_map_lookup_elem(&sampled_files, &s->file);
 	if (v) {
 		__sync_fetch_and_add(&v->calls, 1);
-		return;
+		return 0;
 	}
 	s->path_ready = call_file_resolve(s->nr, s->arg0, s->arg1, 1 + slot) ? 1 : 2;
 	b = s->path_ready == 1 ? this_path_buf(1 + slot) : NULL;
 	bpf_map_update_elem(&sampled_files, &s->file, &zero, BPF_NOEXIST);
 	v = bpf_map_lookup_elem(&sampled_files, &s->file);
 	if (!v)
-		return;
+		return 0;
 	__sync_fetch_and_add(&v->calls, 1);
 	if (!b)
-		return;
+		return 0;
 	bpf_probe_read_kernel(v->path, sizeof(v->path), b->path);
 	v->path_kind = b->kind;
 	v->path_len = b->len < PATH_HALF ? b->len : PATH_HALF;
 	v->path_truncated = b->truncated || b->len >= PATH_HALF;
 	v->inode_mode = b->inode_mode;
+	return 0;
 }
 
 /* A tick found call `s` running: one more for its file. */
@@ -148,15 +158,22 @@ static __always_inline void sampled_file_tick(struct sampled_call *s)
  * per tick; it began within a period before its first tick and ended
  * within one after its last, each estimated at the middle. Count it, and
  * send it if it held the CPU past the on-CPU threshold (a single tick says
- * nothing of a call's length: it takes two). */
-static __always_inline void sampled_call_end(struct sampled_call *s, __u32 slot, __u64 now)
+ * nothing of a call's length: it takes two). A global function, like
+ * sampled_file_begin. */
+__noinline int sampled_call_end(__u32 slot, __u64 now)
 {
-	__u64 start = s->first_tick - sample_period_ns / 2;
-	__u64 end = s->last_tick + sample_period_ns / 2;
-	__u64 oncpu = s->ticks * sample_period_ns;
-	__u64 wall;
+	struct cpu_state *cs = this_cpu();
 	struct syscall_stats *stats;
+	struct sampled_call *s;
+	__u64 start, end, oncpu, wall;
 
+	if (!cs)
+		return 0;
+	slot &= SAMPLED_CALLS - 1;
+	s = &cs->sampled[slot];
+	start = s->first_tick - sample_period_ns / 2;
+	end = s->last_tick + sample_period_ns / 2;
+	oncpu = s->ticks * sample_period_ns;
 	if (end > now)
 		end = now;
 	wall = end > start ? end - start : 0;
@@ -172,6 +189,7 @@ static __always_inline void sampled_call_end(struct sampled_call *s, __u32 slot,
 		syscall_event_send(&s->task, s->nr, s->arg0, s->arg1, end, wall, oncpu, 0,
 				   s->path_ready == 1 ? 1 + slot : -1);
 	s->ticks = 0;
+	return 0;
 }
 
 /* A sampler tick at `now` on this CPU, running `tid`, in the kernel or
@@ -209,7 +227,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 		}
 		if (s->task.tid == tid ||
 		    now - s->last_tick > SAMPLED_STALE_PERIODS * sample_period_ns) {
-			sampled_call_end(s, i, now);
+			sampled_call_end(i, now);
 			free = i;
 			continue;
 		}
@@ -225,8 +243,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 	if (mine < 0) {
 		if (free < 0) {
 			free = evict;
-			sampled_call_end(&cs->sampled[free & (SAMPLED_CALLS - 1)],
-					 free & (SAMPLED_CALLS - 1), now);
+			sampled_call_end(free, now);
 		}
 		mine = free;
 		s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];
@@ -238,7 +255,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 		s->io_calls = io_calls;
 		s->blocks = blocks;
 		s->path_ready = 0;
-		sampled_file_begin(s, mine & (SAMPLED_CALLS - 1));
+		sampled_file_begin(mine);
 	}
 	s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];
 	s->ticks++;

@@ -75,7 +75,7 @@ start_load() {{
 		timeout {load_limit} taskset -c 1 sh -c 'while :; do :; done' &
 		timeout {load_limit} taskset -c 1 sh -c 'while :; do :; done' &
 		timeout {load_limit} sh -c 'while :; do sleep 0.01; done' &
-		timeout {load_limit} sh -c 'while :; do cat /tmp/load-file > /dev/null; done' &
+		timeout {load_limit} sh -c 'while :; do dd if=/tmp/load-file of=/dev/null bs=64k 2> /dev/null; done' &
 		ping -q -i 0.01 -w {load_limit} 127.0.0.1 > /dev/null &
 		wait
 	) &
