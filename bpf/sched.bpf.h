@@ -452,6 +452,11 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 			wait_end(btf, cs, s, now, wait, steal_now, next,
 				 next_tid == cs->ksoftirqd_tid, next_cgroup, prev, prev_tid, ps);
 	}
+	/* After the wait's culprit: prev's sampled call names what it held. */
+	if (syscalls_sampled && cs)
+		sampled_call_switch(btf, cs, prev, prev_tid,
+				    prev_tid && switched_out_runnable(btf, preempt, prev), next_tid,
+				    now);
 }
 
 static __always_inline void on_task_exit(bool btf, struct task_struct *p)

@@ -33,7 +33,7 @@ struct syscall_slot _syscall_slot = {};
 struct sample_event _sample_event = {};
 struct cpu_state _cpu_state = {};
 struct file_key _file_key = {};
-struct file_ticks _file_ticks = {};
+struct file_time _file_time = {};
 enum probe_kind _probe_kind = PROBE_SCHED_SWITCH;
 
 /* sched_switch gained a 4th argument (prev_state) in 5.18; only the three

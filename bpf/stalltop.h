@@ -267,9 +267,9 @@ struct file_key {
 	__s32 nr;
 };
 
-struct file_ticks {
+struct file_time {
 	__u64 calls;	 /* sampled calls on the file */
-	__u64 ticks;	 /* sampler ticks that found one of them */
+	__u64 oncpu_ns;	 /* the time they held a CPU */
 	__u32 path_kind; /* PATH_* */
 	__u32 path_len;
 	__u32 path_truncated;
@@ -278,22 +278,27 @@ struct file_ticks {
 };
 
 /* Sampled syscalls (no syscall hooks): a call the CPU sampler found in
- * progress, from consecutive ticks that found the same thread in the
- * kernel inside the same call (number and arguments from its saved user
- * registers). Ends when a tick finds its thread elsewhere, or another
- * thread's call needs its slot, or no tick has found it for long. */
+ * progress, from ticks that found the same thread in the kernel inside the
+ * same call (number and arguments from its saved user registers). Its time
+ * on the CPU comes from context switches, not from ticks (ticks in step
+ * with a periodic task would miss the call's stretches between that task's
+ * runs). Ends when its thread leaves it or blocks in it, when another
+ * thread's call needs its slot, or when no tick has found it for long. */
 struct sampled_call {
 	struct task_ref task;
 	__u64 arg0;
 	__u64 arg1;
-	__u64 first_tick;
-	__u64 last_tick;
-	/* the thread's completed read and write calls, and its voluntary
-	 * switches (it blocked), at the first tick: a change means the call
-	 * seen since is another, or another stretch of it */
+	__u64 began; /* estimated: half a period before its first tick, or its thread's switch-in if
+			later */
+	__u64 last_seen; /* in progress, by a tick or at a switch-out */
+	/* the thread's completed read and write calls at the first tick: a
+	 * change means the call seen since is another */
 	__u64 io_calls;
-	__u64 blocks;
-	__u32 ticks; /* 0: no call in progress */
+	__u64 running_since; /* its thread runs on this CPU since; 0: switched out */
+	__u64 softirq_at;    /* the CPU's softirq_ns at running_since */
+	__u64 oncpu_ns;	     /* held this CPU, in stretches before running_since */
+	__u64 softirq_ns;    /* softirqs that ran in those stretches */
+	__u32 ticks;	     /* 0: no call in progress */
 	__s32 nr;
 	__u32 path_ready; /* its path_bufs slot holds its file (resolved while it ran) */
 	__u32 has_file;	  /* `file` is the file its fd names */

@@ -3,15 +3,16 @@
  * Sampled syscalls: no syscall hooks. The CPU sampler reads the running
  * task's syscall (number and arguments) from its saved user registers;
  * ticks on one CPU that find the same thread in the kernel in the same call
- * (number and arguments) make one call, which ends when a tick finds that
- * thread elsewhere (in user space, in another call), when no tick has found
- * it for long, or when another thread's call needs its slot. Its time on
- * the CPU is a period per tick, its wall time known to about a period; its
- * file is resolved while it runs. A call that blocks is a new stretch
- * each time it runs again (held CPU is what counts here); back-to-back
- * calls with the same arguments that no tick sees apart read as one,
- * unless a read or write came between them or they blocked; a call that
- * moves to another CPU reads as two.
+ * (number and arguments) make one call. Its time on the CPU is measured at
+ * context switches (the ticks only find it), and it ends when its thread
+ * leaves it (seen by a tick or at a switch-out) or blocks in it, when no
+ * tick has found it for long, or when another thread's call needs its
+ * slot. Its start and end are known to about a period; its file is
+ * resolved while it runs. A call that blocks is a new stretch each time it
+ * runs again (held CPU is what counts here); back-to-back calls with the
+ * same arguments that no tick or switch sees apart read as one, unless a
+ * read or write came between them; a call that moves to another CPU reads
+ * as two.
  */
 #ifndef STALLTOP_SYSCALL_SAMPLED_BPF_H
 #define STALLTOP_SYSCALL_SAMPLED_BPF_H
@@ -81,7 +82,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1024);
 	__type(key, struct file_key);
-	__type(value, struct file_ticks);
+	__type(value, struct file_time);
 } sampled_files SEC(".maps");
 
 /* The call in this CPU's sampled-call `slot`, begun by the running task:
@@ -91,10 +92,10 @@ struct {
  * than once per slot and caller state. */
 __noinline int sampled_file_begin(__u32 slot)
 {
-	static const struct file_ticks zero = {};
+	static const struct file_time zero = {};
 	struct cpu_state *cs = this_cpu();
 	struct sampled_call *s;
-	struct file_ticks *v;
+	struct file_time *v;
 	struct path_buf *b;
 	struct file *f;
 	__u8 how;
@@ -138,58 +139,97 @@ __noinline int sampled_file_begin(__u32 slot)
 	return 0;
 }
 
-/* A tick found call `s` running: one more for its file. */
-static __always_inline void sampled_file_tick(struct sampled_call *s)
-{
-	struct file_ticks *v;
-
-	if (!s->has_file)
-		return;
-	v = bpf_map_lookup_elem(&sampled_files, &s->file);
-	if (v)
-		__sync_fetch_and_add(&v->ticks, 1);
-}
-
-/* A sampled call no tick has found for this many periods has ended (its
- * thread sleeps, or runs on another CPU). */
-#define SAMPLED_STALE_PERIODS 100
-
-/* Sampled call `slot` has ended by `now`. Its time on a CPU is a period
- * per tick; it began within a period before its first tick and ended
- * within one after its last, each estimated at the middle. Count it, and
- * send it if it held the CPU past the on-CPU threshold (a single tick says
- * nothing of a call's length: it takes two). A global function, like
- * sampled_file_begin. */
-__noinline int sampled_call_end(__u32 slot, __u64 now)
+/* Call `slot` on this CPU stops running at `until`: the stretch since its
+ * thread was switched in (or found in it) held the CPU, softirqs that ran
+ * meanwhile apart; its table row and its file count it. A global function,
+ * like sampled_file_begin. */
+__noinline int sampled_stretch_end(__u32 slot, __u64 until)
 {
 	struct cpu_state *cs = this_cpu();
 	struct syscall_stats *stats;
 	struct sampled_call *s;
-	__u64 start, end, oncpu, wall;
+	struct file_time *v;
+	__u64 ran, softirq;
 
 	if (!cs)
 		return 0;
 	slot &= SAMPLED_CALLS - 1;
 	s = &cs->sampled[slot];
-	start = s->first_tick - sample_period_ns / 2;
-	end = s->last_tick + sample_period_ns / 2;
-	oncpu = s->ticks * sample_period_ns;
-	if (end > now)
-		end = now;
-	wall = end > start ? end - start : 0;
-	if (oncpu > wall)
-		wall = oncpu;
+	if (!s->running_since)
+		return 0;
+	ran = until > s->running_since ? until - s->running_since : 0;
+	softirq = cs->softirq_ns - s->softirq_at;
+	if (softirq > ran)
+		softirq = ran;
+	ran -= softirq;
+	s->running_since = 0;
+	s->oncpu_ns += ran;
+	s->softirq_ns += softirq;
+	stats = syscall_stats_of(s->task.cgroup, s->nr);
+	if (stats)
+		stats->oncpu_total_ns += ran;
+	if (!s->has_file)
+		return 0;
+	v = bpf_map_lookup_elem(&sampled_files, &s->file);
+	if (v)
+		__sync_fetch_and_add(&v->oncpu_ns, ran);
+	return 0;
+}
+
+/* A sampled call not seen for this many periods has ended (its thread
+ * waits that long for the CPU, or runs on another CPU). */
+#define SAMPLED_STALE_PERIODS 100
+
+/* When call `s` ended, if it ended by `now`: within a period after it was
+ * last seen in progress (by a tick, at a switch-out, or at a switch-in
+ * since), estimated at the middle. */
+static __always_inline __u64 sampled_end_estimate(struct sampled_call *s, __u64 now)
+{
+	__u64 seen = s->last_seen > s->running_since ? s->last_seen : s->running_since;
+	__u64 end = seen + sample_period_ns / 2;
+
+	return end < now ? end : now;
+}
+
+/* Sampled call `slot` has ended at `end`. Count it, and send it if it held
+ * the CPU past the on-CPU threshold (a single tick says nothing of a call's
+ * length: it takes two). A global function, like sampled_file_begin. */
+__noinline int sampled_call_end(__u32 slot, __u64 end)
+{
+	struct cpu_state *cs = this_cpu();
+	struct syscall_stats *stats;
+	struct sampled_call *s;
+	__u64 wall;
+
+	if (!cs)
+		return 0;
+	slot &= SAMPLED_CALLS - 1;
+	sampled_stretch_end(slot, end);
+	s = &cs->sampled[slot];
+	wall = end > s->began ? end - s->began : 0;
+	if (s->oncpu_ns > wall)
+		wall = s->oncpu_ns;
 	stats = syscall_stats_of(s->task.cgroup, s->nr);
 	if (stats) {
 		stats->wall_total_ns += wall;
 		if (wall > stats->max_ns)
 			stats->max_ns = wall;
 	}
-	if (s->ticks >= 2 && oncpu >= syscall_oncpu_threshold_ns)
-		syscall_event_send(&s->task, s->nr, s->arg0, s->arg1, end, wall, oncpu, 0,
-				   s->path_ready == 1 ? 1 + slot : -1);
+	if (s->ticks >= 2 && s->oncpu_ns >= syscall_oncpu_threshold_ns)
+		syscall_event_send(&s->task, s->nr, s->arg0, s->arg1, end, wall, s->oncpu_ns,
+				   s->softirq_ns, s->path_ready == 1 ? 1 + slot : -1);
 	s->ticks = 0;
 	return 0;
+}
+
+/* Whether task `t` is still inside sampled call `s`. */
+static __always_inline bool sampled_call_goes_on(bool btf, struct task_struct *t,
+						 struct sampled_call *s)
+{
+	__u64 arg0 = 0, arg1 = 0;
+
+	return syscall_in_progress(btf, t, &arg0, &arg1) == s->nr && arg0 == s->arg0 &&
+	       arg1 == s->arg1 && io_calls_of(btf, t) == s->io_calls;
 }
 
 /* A sampler tick at `now` on this CPU, running `tid`, in the kernel or
@@ -202,7 +242,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 	struct task_struct *t = current_task(btf);
 	struct syscall_stats *stats;
 	struct sampled_call *s;
-	__u64 arg0 = 0, arg1 = 0, io_calls = 0, blocks = 0;
+	__u64 arg0 = 0, arg1 = 0, io_calls = 0;
 	__u32 fewest = (__u32)-1;
 	int mine = -1, free = -1, evict = 0;
 	__s32 nr = -1;
@@ -210,10 +250,8 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 
 	if (tid && in_kernel)
 		nr = syscall_in_progress(btf, t, &arg0, &arg1);
-	if (nr >= 0) {
+	if (nr >= 0)
 		io_calls = io_calls_of(btf, t);
-		blocks = FIELD(btf, t, nvcsw);
-	}
 	for (i = 0; i < SAMPLED_CALLS; i++) {
 		s = &cs->sampled[i];
 		if (!s->ticks) {
@@ -221,13 +259,13 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 			continue;
 		}
 		if (s->task.tid == tid && nr == s->nr && arg0 == s->arg0 && arg1 == s->arg1 &&
-		    io_calls == s->io_calls && blocks == s->blocks) {
+		    io_calls == s->io_calls) {
 			mine = i;
 			continue;
 		}
 		if (s->task.tid == tid ||
-		    now - s->last_tick > SAMPLED_STALE_PERIODS * sample_period_ns) {
-			sampled_call_end(i, now);
+		    now - s->last_seen > SAMPLED_STALE_PERIODS * sample_period_ns) {
+			sampled_call_end(i, sampled_end_estimate(s, now));
 			free = i;
 			continue;
 		}
@@ -243,7 +281,8 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 	if (mine < 0) {
 		if (free < 0) {
 			free = evict;
-			sampled_call_end(free, now);
+			s = &cs->sampled[free & (SAMPLED_CALLS - 1)];
+			sampled_call_end(free, sampled_end_estimate(s, now));
 		}
 		mine = free;
 		s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];
@@ -251,27 +290,61 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 		s->nr = nr;
 		s->arg0 = arg0;
 		s->arg1 = arg1;
-		s->first_tick = now;
 		s->io_calls = io_calls;
-		s->blocks = blocks;
+		/* It began since the last tick, and while its thread ran. */
+		s->began = now - sample_period_ns / 2;
+		s->softirq_at = cs->softirq_ns;
+		if (cs->current_since > s->began) {
+			s->began = cs->current_since;
+			s->softirq_at = cs->current_softirq;
+		}
+		s->running_since = s->began;
+		s->oncpu_ns = 0;
+		s->softirq_ns = 0;
 		s->path_ready = 0;
 		sampled_file_begin(mine);
+		stats = syscall_stats_of(s->task.cgroup, nr);
+		if (stats)
+			stats->count++;
 	}
 	s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];
 	s->ticks++;
-	s->last_tick = now;
-	sampled_file_tick(s);
-	stats = syscall_stats_of(s->task.cgroup, nr);
-	if (stats) {
-		if (s->ticks == 1)
-			stats->count++;
-		stats->oncpu_total_ns += sample_period_ns;
-	}
+	s->last_seen = now;
 	/* Resolve the file once the call is long, while it still uses it. */
 	if (!s->path_ready && s->ticks >= 2 &&
-	    s->ticks * sample_period_ns >= syscall_oncpu_threshold_ns)
+	    s->oncpu_ns + (now - s->running_since) >= syscall_oncpu_threshold_ns)
 		s->path_ready =
 			call_file_resolve(nr, arg0, arg1, 1 + (mine & (SAMPLED_CALLS - 1))) ? 1 : 2;
+}
+
+/* A context switch on this CPU at `now`, from `prev` (still runnable or
+ * not) to `next_tid`. prev's sampled call stops running: it has ended if
+ * prev left it (since its last tick) or blocked in it (now). next's call,
+ * if a tick found one here before, runs again. */
+static __always_inline void sampled_call_switch(bool btf, struct cpu_state *cs,
+						struct task_struct *prev, __u32 prev_tid,
+						bool prev_runnable, __u32 next_tid, __u64 now)
+{
+	struct sampled_call *s;
+	__u32 i;
+
+	for (i = 0; i < SAMPLED_CALLS; i++) {
+		s = &cs->sampled[i];
+		if (!s->ticks)
+			continue;
+		if (prev_tid && s->task.tid == prev_tid) {
+			if (!sampled_call_goes_on(btf, prev, s))
+				sampled_call_end(i, sampled_end_estimate(s, now));
+			else if (prev_runnable) {
+				sampled_stretch_end(i, now);
+				s->last_seen = now;
+			} else
+				sampled_call_end(i, now);
+		} else if (next_tid && s->task.tid == next_tid) {
+			s->running_since = now;
+			s->softirq_at = cs->softirq_ns;
+		}
+	}
 }
 
 /* Whether this tick should keep a stack of `tid`'s sampled call: once it
@@ -302,7 +375,7 @@ static __always_inline __s32 sampled_syscall_of(struct cpu_state *cs, __u32 tid,
 		return -1;
 	for (i = 0; i < SAMPLED_CALLS; i++) {
 		if (cs->sampled[i].ticks && cs->sampled[i].task.tid == tid) {
-			*since = cs->sampled[i].first_tick;
+			*since = cs->sampled[i].began;
 			return cs->sampled[i].nr;
 		}
 	}

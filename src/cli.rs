@@ -138,8 +138,10 @@ pub struct ProbeArgs {
     pub syscall_oncpu_threshold: Duration,
 
     /// CPU X-ray sampling rate per CPU (stacks during stalls, irqs-off
-    /// gaps); 0 turns it off.
-    #[arg(long, value_name = "HZ", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(0..=10_000), global = true)]
+    /// gaps, sampled syscalls); 0 turns it off. The default's period
+    /// (1.38 ms) is out of step with 1 ms timers: a round rate such as 1000
+    /// can tick in step with a periodic task and miss what runs between.
+    #[arg(long, value_name = "HZ", default_value_t = crate::probe::DEFAULT_SAMPLE_HZ, value_parser = clap::value_parser!(u32).range(0..=10_000), global = true)]
     pub sample_hz: u32,
 
     /// Most records (stalls, slow calls, samples) each CPU sends per second

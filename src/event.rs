@@ -29,7 +29,7 @@ plain_abi!(
     types::task_state,
     types::cpu_state,
     types::file_key,
-    types::file_ticks,
+    types::file_time,
     types::softirq_event,
     types::softirq_stats,
     types::stolen_key,

@@ -21,6 +21,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 
+pub use config::DEFAULT_SAMPLE_HZ;
 pub use features::KernelFeatures;
 pub use libbpf_log::install as route_libbpf_logs;
 pub use loader::{AttachMode, ObjectStorage, ProbeConfig, SyscallMode};

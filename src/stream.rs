@@ -122,14 +122,14 @@ pub struct KernelSnapshot {
 }
 
 /// Sampled syscalls: the calls of syscall `nr` by tasks of `cgroup` on one
-/// file, and the sampler ticks that found them running.
+/// file, and the time they held a CPU.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileTime {
     pub cgroup: u64,
     pub nr: u32,
     pub path: String,
     pub calls: u64,
-    pub ticks: u64,
+    pub oncpu_ns: u64,
 }
 
 /// Softirq delay (raise -> entry) and run time of one vector on one CPU.

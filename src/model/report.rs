@@ -174,7 +174,7 @@ pub struct PathRow {
     pub path: String,
     /// Slow calls on it (hooked), or calls a tick found on it (sampled).
     pub count: u64,
-    /// Their wall time (hooked), or their kernel time by ticks (sampled).
+    /// Their wall time (hooked), or their time on a CPU (sampled).
     pub total_ns: u64,
 }
 

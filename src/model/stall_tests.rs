@@ -502,14 +502,14 @@ fn sampled_fadvise_storm_tops_the_syscall_table_with_its_file() {
                 nr: SYS_FADVISE64,
                 path: "/var/log/app/app.INFO".into(),
                 calls: 880,
-                ticks: 1_150,
+                oncpu_ns: 1_150 * MS,
             },
             FileTime {
                 cgroup: CADVISOR,
                 nr: SYS_FADVISE64,
                 path: "/var/log/app/app.WARNING".into(),
                 calls: 20,
-                ticks: 50,
+                oncpu_ns: 50 * MS,
             },
         ],
         ..KernelSnapshot::default()

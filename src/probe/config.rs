@@ -37,6 +37,14 @@ impl SyscallMode {
     }
 }
 
+/// The CPU sampler's default rate. Its period (1.383 ms) is out of step
+/// with the 1 ms, 4 ms and 10 ms timers periodic tasks and kernels run on
+/// (0.383 of 1 ms, near the golden section, so successive ticks spread over
+/// such a task's cycle): at 1000 Hz a task waking every millisecond can be
+/// in step with the ticks, which then find it, and never whoever runs in
+/// between.
+pub const DEFAULT_SAMPLE_HZ: u32 = 723;
+
 /// What the probes are told before they load.
 #[derive(Clone, Debug)]
 pub struct ProbeConfig {

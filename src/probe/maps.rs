@@ -269,7 +269,7 @@ fn read_files(skel: &StalltopSkel<'_>) -> Vec<FileTime> {
     batches
         .filter_map(|(key, value)| {
             let k = read_plain::<types::file_key>(&key)?;
-            let v = read_plain::<types::file_ticks>(&value)?;
+            let v = read_plain::<types::file_time>(&value)?;
             let used = &v.path[..(v.path_len as usize).min(v.path.len())];
             let path = FilePath::from_kernel(
                 v.path_kind,
@@ -283,7 +283,7 @@ fn read_files(skel: &StalltopSkel<'_>) -> Vec<FileTime> {
                 nr: u32::try_from(k.nr).ok()?,
                 path: path.text()?,
                 calls: v.calls,
-                ticks: v.ticks,
+                oncpu_ns: v.oncpu_ns,
             })
         })
         .collect()

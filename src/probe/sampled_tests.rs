@@ -14,8 +14,9 @@ use crate::host;
 /// Bytes one read of /dev/zero copies: tens of ms in the kernel, never
 /// sleeping (the kernel zeroes the buffer in one go).
 const READ_BYTES: usize = 192 << 20;
-const SAMPLE_HZ: u32 = 1000;
-const PERIOD_NS: u64 = 1_000_000_000 / SAMPLE_HZ as u64;
+const PERIOD_NS: u64 = 1_000_000_000 / DEFAULT_SAMPLE_HZ as u64;
+/// The periodic waker's period: 1 ms, as so many timers are.
+const WAKER_PERIOD_NS: u64 = 1_000_000;
 
 fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -27,21 +28,37 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// A thread on CPU 1 that sleeps 1 ms at a time until `stop`: it preempts
-/// a long call there about every millisecond, always in the same call.
-fn periodic_sleeper(stop: Arc<AtomicBool>) -> (u32, std::thread::JoinHandle<()>) {
+/// A thread on CPU 1 that wakes every millisecond (absolute deadlines, as
+/// the sampler's ticks are) and spins 200 us, until `stop`: it preempts a
+/// long call there every millisecond, always in step with the ticks (a
+/// call timed by the ticks that find it would lose the stretches between
+/// its wake-ups).
+fn periodic_waker(stop: Arc<AtomicBool>) -> (u32, std::thread::JoinHandle<()>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
         pin_to(1);
         // SAFETY: gettid has no preconditions.
         tx.send(unsafe { libc::gettid() } as u32).unwrap();
-        let nap = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 1_000_000,
-        };
+        let mut deadline = host::monotonic_ns();
         while !stop.load(Ordering::Relaxed) {
-            // SAFETY: nanosleep reads `nap`; a null remainder is allowed.
-            unsafe { libc::nanosleep(&nap, std::ptr::null_mut()) };
+            deadline += WAKER_PERIOD_NS;
+            let at = libc::timespec {
+                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
+                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
+            };
+            // SAFETY: clock_nanosleep reads `at`; a null remainder is allowed.
+            unsafe {
+                libc::clock_nanosleep(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TIMER_ABSTIME,
+                    &at,
+                    std::ptr::null_mut(),
+                )
+            };
+            let work = Instant::now();
+            while work.elapsed() < Duration::from_micros(200) {
+                std::hint::spin_loop();
+            }
         }
     });
     (rx.recv().unwrap(), thread)
@@ -73,11 +90,11 @@ fn long_read() -> (u32, u64, u64) {
     .unwrap()
 }
 
-fn sampled_read_is_found(attach: AttachMode, with_sleeper: bool) {
+fn sampled_read_is_found(attach: AttachMode, with_waker: bool) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = ProbeConfig {
         syscalls: SyscallMode::Sampled,
-        sample_hz: SAMPLE_HZ,
+        sample_hz: DEFAULT_SAMPLE_HZ,
         ..config(attach)
     };
     let own_cgroup = own_cgroup_id(&config);
@@ -95,11 +112,11 @@ fn sampled_read_is_found(attach: AttachMode, with_sleeper: bool) {
     );
 
     let stop = Arc::new(AtomicBool::new(false));
-    let sleeper = with_sleeper.then(|| periodic_sleeper(Arc::clone(&stop)));
+    let waker = with_waker.then(|| periodic_waker(Arc::clone(&stop)));
     std::thread::sleep(Duration::from_millis(5));
     let (tid, wall, cpu) = long_read();
     stop.store(true, Ordering::Relaxed);
-    let sleeper_tid = sleeper.map(|(tid, thread)| {
+    let waker_tid = waker.map(|(tid, thread)| {
         thread.join().unwrap();
         tid
     });
@@ -117,19 +134,28 @@ fn sampled_read_is_found(attach: AttachMode, with_sleeper: bool) {
         .collect();
     // (Freeing the buffer afterwards is a long munmap of its own.)
     let calls: Vec<_> = ours.iter().filter(|c| c.nr == read).collect();
-    if let Some(sleeper) = sleeper_tid {
-        // Preemption does not end a call; the sleeper's calls each block.
-        assert_eq!(calls.len(), 1, "{calls:#?}");
+    if let Some(waker) = waker_tid {
+        // Preemption does not end a call; the waker's calls each block.
+        assert_eq!(
+            calls.len(),
+            1,
+            "{calls:#?}; the read took {wall} ns, {cpu} ns of CPU; table: {:?}; counters: {:?}",
+            snapshot
+                .syscalls
+                .iter()
+                .find(|r| r.nr == read && r.cgroup == own_cgroup),
+            snapshot.counters
+        );
         let listed: Vec<_> = event::decode(&records)
             .into_iter()
             .filter_map(|e| match e {
-                Ok(Event::Syscall(s)) if s.task.tid == sleeper => Some(s),
+                Ok(Event::Syscall(s)) if s.task.tid == waker => Some(s),
                 _ => None,
             })
             .collect();
         assert!(
             listed.is_empty(),
-            "the sleeper's naps are listed: {listed:#?}"
+            "the waker's naps are listed: {listed:#?}"
         );
     }
     // The call held CPU 1 throughout (a busy neighbour could split it:
@@ -156,23 +182,23 @@ fn sampled_read_is_found(attach: AttachMode, with_sleeper: bool) {
     let held: u64 = calls.iter().map(|c| c.oncpu_ns).sum();
     assert!(
         held + 2 * PERIOD_NS * calls.len() as u64 >= cpu && held <= wall + PERIOD_NS,
-        "sampled {held} ns in {} records; the read took {wall} ns, {cpu} ns of CPU",
+        "sampled {held} ns in {} records; the read took {wall} ns, {cpu} ns of CPU: {calls:#?}",
         calls.len()
     );
-    // The table counts its kernel time for our cgroup, by sampler ticks.
+    // The table counts its time on the CPU for our cgroup.
     let row = snapshot
         .syscalls
         .iter()
         .find(|r| r.cgroup == own_cgroup && r.nr == read)
         .unwrap_or_else(|| panic!("no sampled read row: {:?}", snapshot.syscalls));
-    // And its file, by the same ticks.
+    // And its file, the same time.
     let file = snapshot
         .files
         .iter()
         .find(|f| f.cgroup == own_cgroup && f.nr == read && f.path == "/dev/zero")
         .unwrap_or_else(|| panic!("no sampled time on /dev/zero: {:?}", snapshot.files));
     assert!(
-        file.calls >= 1 && file.ticks * PERIOD_NS + 2 * PERIOD_NS >= cpu,
+        file.calls >= 1 && file.oncpu_ns + 2 * PERIOD_NS >= cpu,
         "{file:?}, the read took {cpu} ns of CPU"
     );
     assert!(
@@ -192,10 +218,16 @@ fn raw_tp_sampled_syscalls_find_a_long_read_and_its_file() {
     sampled_read_is_found(AttachMode::RawTp, false);
 }
 
-/// A periodic sleeper on the same CPU preempts the read every millisecond
-/// and is itself found in its sleeps now and then: the read is still one
-/// call, and the sleeper's short calls are never listed.
+/// A periodic waker on the same CPU preempts the read every millisecond,
+/// in step with the sampler's ticks, and is itself found in its sleeps now
+/// and then: the read is still one call, its time on the CPU measured in
+/// full, and the waker's short calls are never listed.
 #[test]
-fn tp_btf_sampled_syscalls_keep_a_long_read_whole_beside_a_periodic_sleeper() {
+fn tp_btf_sampled_syscalls_time_a_long_read_beside_a_periodic_waker() {
     sampled_read_is_found(AttachMode::TpBtf, true);
+}
+
+#[test]
+fn raw_tp_sampled_syscalls_time_a_long_read_beside_a_periodic_waker() {
+    sampled_read_is_found(AttachMode::RawTp, true);
 }

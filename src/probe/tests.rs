@@ -29,7 +29,7 @@ pub(super) fn config(attach: AttachMode) -> ProbeConfig {
         stall_threshold_ns: 10_000_000,
         syscall_wall_threshold_ns: 10_000_000,
         syscall_oncpu_threshold_ns: 1_000_000,
-        sample_hz: 1000,
+        sample_hz: DEFAULT_SAMPLE_HZ,
         record_rate: 1000,
         syscalls: SyscallMode::Exact,
         cgroup_v1_cpu: crate::cgroup::Hierarchy::detect()

@@ -94,8 +94,8 @@ pub fn table_view(req: &TableRequest<'_>) -> TableView {
         title.insert(title.len() - 1, Segment::new(mark, Tone::Warn));
     }
     if req.pane == Pane::Syscalls && req.report.settings.syscalls == "sampled" {
-        // Sampled figures say so: no per-call latency, time by ticks.
-        let mark = "· sampled: kernel time by sampler ticks ";
+        // Sampled figures say so: calls are those ticks found, no latencies.
+        let mark = "· sampled: calls ticks found, no latencies ";
         title.insert(title.len() - 1, Segment::new(mark, Tone::Dim));
     }
     TableView {

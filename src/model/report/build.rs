@@ -228,14 +228,13 @@ fn top_paths(a: &Analysis, nr: u32, container: &str) -> Vec<PathRow> {
     };
     let settings = &a.header.settings;
     if settings.syscalls == "sampled" {
-        let period = 1_000_000_000 / u64::from(settings.sample_hz.max(1));
         let files = a
             .kernel
             .iter()
             .flat_map(|k| k.files.iter())
             .filter(|f| f.nr == nr && container_of(&a.cgroup_path(f.cgroup)) == container);
         for f in files {
-            add(&f.path, f.calls, f.ticks * period);
+            add(&f.path, f.calls, f.oncpu_ns);
         }
     } else {
         let calls = a.slow_syscalls.iter().filter(|c: &&SlowSyscall| {
