@@ -6,7 +6,9 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 /// Build: clang compiles bpf/, libelf/zlib/pkg-config build the vendored
-/// libbpf; bpftool, tmux, iproute2 and perf are used by tests and bench.
+/// libbpf; bpftool, tmux, iproute2 and perf are used by tests and bench,
+/// redis-server and redis-tools (redis-benchmark) by the bench's server
+/// workload.
 const PACKAGES: &[&str] = &[
     "clang",
     "libelf-dev",
@@ -17,6 +19,8 @@ const PACKAGES: &[&str] = &[
     "tmux",
     "iproute2",
     "linux-perf",
+    "redis-server",
+    "redis-tools",
 ];
 
 pub fn ensure() -> Result<()> {
