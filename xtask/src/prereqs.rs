@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 
 /// Build: clang compiles bpf/ (clang-format checks its style),
 /// libelf/zlib/pkg-config build the vendored libbpf; bpftool, tmux,
-/// iproute2 and perf are used by tests and bench;
+/// iproute2 and perf are used by tests and bench, redis-server and
+/// redis-tools (redis-benchmark) by the bench's server workload;
 /// the kernel matrix boots its guests with QEMU and runs busybox in them.
 const PACKAGES: &[&str] = &[
     "clang",
@@ -22,6 +23,8 @@ const PACKAGES: &[&str] = &[
     "linux-perf",
     "qemu-system-x86",
     "busybox-static",
+    "redis-server",
+    "redis-tools",
 ];
 
 pub fn ensure() -> Result<()> {
