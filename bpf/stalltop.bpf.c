@@ -35,6 +35,13 @@ struct cpu_state _cpu_state = {};
 struct file_key _file_key = {};
 struct file_time _file_time = {};
 enum probe_kind _probe_kind = PROBE_SCHED_SWITCH;
+enum syscall_table_size _syscall_table_size = SYSCALL_NR_MAX;
+enum record_kind _record_kind = KIND_RUNQ;
+enum counter_slot _counter_slot = COUNTER_LOST_BASE;
+enum histogram_layout _histogram_layout = HIST_SLOTS;
+enum runq_slot_layout _runq_slot_layout = RUNQ_SLOTS;
+enum syscall_arg_how _syscall_arg_how = SYSCALL_ARG_NONE;
+enum path_kind _path_kind = PATH_NONE;
 
 /* sched_switch gained a 4th argument (prev_state) in 5.18; only the three
  * every kernel passes are declared, so no program reads past them. */

@@ -12,30 +12,46 @@
 #define COMM_LEN 16
 #define PATH_HALF 256 /* path buffers are 2 * PATH_HALF (see syscall_event) */
 #define STACK_DEPTH 32
-#define SYSCALL_NR_MAX 512
+/*
+ * The constants user space shares are enums, not #defines: they reach the
+ * generated Rust skeleton (types::record_kind::KIND_RUNQ, ...) through
+ * BTF, so Rust has no copies to keep in step. stalltop.bpf.c declares one
+ * global of each enum type, for BTF to carry it.
+ */
+
+/* Size of the `syscall_arg` rodata table, by syscall number. */
+enum syscall_table_size {
+	SYSCALL_NR_MAX = 512,
+};
 
 /* Record kinds (record_header.kind). Index into the `counters` map too. */
-#define KIND_RUNQ 1	/* a task waited on the run queue over the threshold */
-#define KIND_TAKEOVER 2 /* ksoftirqd/N waited over the threshold */
-#define KIND_SOFTIRQ 3	/* raise -> entry of a softirq vector over the threshold */
-#define KIND_SYSCALL 4	/* a syscall over the wall or on-CPU threshold */
-#define KIND_SAMPLE 5	/* a CPU X-ray stack sample that explains a stall */
-#define KIND_IRQOFF 6	/* a gap between two sampler ticks on one CPU */
-#define KIND_MAX 7
+enum record_kind {
+	KIND_RUNQ = 1,	   /* a task waited on the run queue over the threshold */
+	KIND_TAKEOVER = 2, /* ksoftirqd/N waited over the threshold */
+	KIND_SOFTIRQ = 3,  /* raise -> entry of a softirq vector over the threshold */
+	KIND_SYSCALL = 4,  /* a syscall over the wall or on-CPU threshold */
+	KIND_SAMPLE = 5,   /* a CPU X-ray stack sample that explains a stall */
+	KIND_IRQOFF = 6,   /* a gap between two sampler ticks on one CPU */
+	KIND_MAX = 7,
+};
 
-/* Other slots of the `counters` array map, after the per-kind lost counts. */
-#define COUNTER_LOST_BASE 0  /* + kind: ring buffer full, record dropped */
-#define COUNTER_TASKS_FULL 8 /* per-task state map full */
-#define COUNTER_RUNQ_CGROUPS_FULL 9
-#define COUNTER_PREEMPTORS_FULL 10
-#define COUNTER_SYSCALLS_FULL 11
-#define COUNTER_STOLEN_FULL 12
-#define COUNTER_RATE_LIMITED_BASE 16 /* + kind: over the per-CPU record rate */
-#define COUNTER_MAX 24
+/* Slots of the `counters` array map. */
+enum counter_slot {
+	COUNTER_LOST_BASE = 0,	/* + kind: ring buffer full, record dropped */
+	COUNTER_TASKS_FULL = 8, /* per-task state map full */
+	COUNTER_RUNQ_CGROUPS_FULL = 9,
+	COUNTER_PREEMPTORS_FULL = 10,
+	COUNTER_SYSCALLS_FULL = 11,
+	COUNTER_STOLEN_FULL = 12,
+	COUNTER_RATE_LIMITED_BASE = 16, /* + kind: over the per-CPU record rate */
+	COUNTER_MAX = 24,
+};
 
 /* Latency histogram: 4 sub-buckets per power of two (error <= 12.5%). */
-#define HIST_SUB_BITS 2
-#define HIST_SLOTS 168 /* covers up to 2^42 ns, about 73 minutes */
+enum histogram_layout {
+	HIST_SUB_BITS = 2,
+	HIST_SLOTS = 168, /* covers up to 2^42 ns, about 73 minutes */
+};
 
 #define NR_SOFTIRQ_VECTORS 10
 
@@ -85,8 +101,10 @@ struct runq_stats {
 /* On each CPU, RUNQ_SLOTS cgroups (by a hash of the id, first come)
  * keep their runq_stats in an array slot (map `runq_slots`), cheaper than
  * the hash lookup the others take. */
-#define RUNQ_SLOT_BITS 6
-#define RUNQ_SLOTS (1 << RUNQ_SLOT_BITS)
+enum runq_slot_layout {
+	RUNQ_SLOT_BITS = 6,
+	RUNQ_SLOTS = 1 << RUNQ_SLOT_BITS,
+};
 
 struct runq_slot {
 	__u64 cgroup; /* the owner, once stats.count > 0 */
@@ -151,20 +169,24 @@ struct stolen_stats {
 
 /* How user space told us to read a syscall's arguments (rodata table
  * `syscall_arg`, indexed by syscall number). */
-#define SYSCALL_ARG_NONE 0
-#define SYSCALL_ARG_FD0 1   /* arg 0 is a file descriptor */
-#define SYSCALL_ARG_FD1 2   /* arg 1 is a file descriptor */
-#define SYSCALL_ARG_PATH0 3 /* arg 0 is a user path string */
-#define SYSCALL_ARG_PATH1 4 /* arg 1 is a user path string */
-#define SYSCALL_ARG_MASK 0x7f
-/* Flag: the call sleeps by design (epoll_wait, futex, nanosleep, ...): a
- * long wall time is not news; only its on-CPU time can make it slow. */
-#define SYSCALL_WAITS 0x80
+enum syscall_arg_how {
+	SYSCALL_ARG_NONE = 0,
+	SYSCALL_ARG_FD0 = 1,   /* arg 0 is a file descriptor */
+	SYSCALL_ARG_FD1 = 2,   /* arg 1 is a file descriptor */
+	SYSCALL_ARG_PATH0 = 3, /* arg 0 is a user path string */
+	SYSCALL_ARG_PATH1 = 4, /* arg 1 is a user path string */
+	SYSCALL_ARG_MASK = 0x7f,
+	/* Flag: the call sleeps by design (epoll_wait, futex, nanosleep, ...):
+	 * a long wall time is not news; only its on-CPU time can make it slow. */
+	SYSCALL_WAITS = 0x80,
+};
 
 /* syscall_event.path_kind */
-#define PATH_NONE 0
-#define PATH_DENTRIES 1 /* components leaf first, each NUL-terminated */
-#define PATH_USER 2	/* the string the caller passed, as given */
+enum path_kind {
+	PATH_NONE = 0,
+	PATH_DENTRIES = 1, /* components leaf first, each NUL-terminated */
+	PATH_USER = 2,	   /* the string the caller passed, as given */
+};
 
 /* KIND_SYSCALL: a call that ran at least the wall or on-CPU threshold. */
 struct syscall_event {

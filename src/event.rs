@@ -3,13 +3,17 @@
 
 use crate::probe::skel::types;
 
-pub const KIND_RUNQ: u16 = 1;
-pub const KIND_TAKEOVER: u16 = 2;
-pub const KIND_SOFTIRQ: u16 = 3;
-pub const KIND_SYSCALL: u16 = 4;
-pub const KIND_SAMPLE: u16 = 5;
-pub const KIND_IRQOFF: u16 = 6;
-pub const KIND_MAX: u16 = 7;
+/// Record kinds (record_header.kind), from `enum record_kind`.
+const fn kind(k: types::record_kind) -> u16 {
+    k.0 as u16
+}
+pub const KIND_RUNQ: u16 = kind(types::record_kind::KIND_RUNQ);
+pub const KIND_TAKEOVER: u16 = kind(types::record_kind::KIND_TAKEOVER);
+pub const KIND_SOFTIRQ: u16 = kind(types::record_kind::KIND_SOFTIRQ);
+pub const KIND_SYSCALL: u16 = kind(types::record_kind::KIND_SYSCALL);
+pub const KIND_SAMPLE: u16 = kind(types::record_kind::KIND_SAMPLE);
+pub const KIND_IRQOFF: u16 = kind(types::record_kind::KIND_IRQOFF);
+pub const KIND_MAX: u16 = kind(types::record_kind::KIND_MAX);
 
 /// Marks ABI structs generated from bpf/stalltop.h as `Plain`.
 macro_rules! plain_abi {
@@ -280,8 +284,8 @@ fn softirq_delay(e: types::softirq_event) -> SoftirqDelay {
     }
 }
 
-const PATH_DENTRIES: u32 = 1;
-const PATH_USER: u32 = 2;
+const PATH_DENTRIES: u32 = types::path_kind::PATH_DENTRIES.0;
+const PATH_USER: u32 = types::path_kind::PATH_USER.0;
 const S_IFMT_SOCK: u32 = 0o140000;
 const S_IFMT_FIFO: u32 = 0o010000;
 

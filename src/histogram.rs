@@ -3,9 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Number of slots, as `HIST_SLOTS` in bpf/stalltop.h.
-pub const SLOTS: usize = 168;
-const SUB_BITS: u32 = 2;
+use crate::probe::skel::types::histogram_layout;
+
+/// Number of slots (`enum histogram_layout` in bpf/stalltop.h).
+pub const SLOTS: usize = histogram_layout::HIST_SLOTS.0 as usize;
+const SUB_BITS: u32 = histogram_layout::HIST_SUB_BITS.0;
 
 /// Counts per slot; trailing empty slots are not stored.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

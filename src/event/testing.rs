@@ -3,24 +3,6 @@
 
 use super::*;
 
-/// The value of `#define NAME value` in bpf/stalltop.h.
-pub fn abi_define(name: &str) -> Option<u64> {
-    include_str!("../../bpf/stalltop.h")
-        .lines()
-        .find_map(|line| {
-            let mut words = line.split_whitespace();
-            (words.next() == Some("#define") && words.next() == Some(name))
-                .then(|| {
-                    let value = words.next()?;
-                    match value.strip_prefix("0x") {
-                        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-                        None => value.parse().ok(),
-                    }
-                })
-                .flatten()
-        })
-}
-
 pub fn task(pid: u32, comm: &str, cgroup: u64) -> types::task_ref {
     let mut t = types::task_ref {
         pid,

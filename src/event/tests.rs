@@ -1,22 +1,7 @@
-//! Decoding: kinds against the ABI header, back-to-back records, damage.
+//! Decoding: back-to-back records, damage.
 
 use super::testing::*;
 use super::*;
-
-#[test]
-fn kinds_match_the_abi_header() {
-    for (name, value) in [
-        ("KIND_RUNQ", KIND_RUNQ),
-        ("KIND_TAKEOVER", KIND_TAKEOVER),
-        ("KIND_SOFTIRQ", KIND_SOFTIRQ),
-        ("KIND_SYSCALL", KIND_SYSCALL),
-        ("KIND_SAMPLE", KIND_SAMPLE),
-        ("KIND_IRQOFF", KIND_IRQOFF),
-        ("KIND_MAX", KIND_MAX),
-    ] {
-        assert_eq!(abi_define(name), Some(u64::from(value)), "{name}");
-    }
-}
 
 #[test]
 fn decodes_back_to_back_records() {

@@ -7,6 +7,7 @@ use std::os::fd::AsRawFd;
 use libbpf_rs::{libbpf_sys, MapCore, MapFlags};
 
 use super::loader::{Loaded, SyscallMode};
+use super::skel::types::{counter_slot, probe_kind};
 use super::skel::{types, StalltopSkel};
 use crate::event::{comm_str, kind_name, FilePath, KIND_MAX};
 use crate::histogram::Histogram;
@@ -15,16 +16,13 @@ use crate::stream::{
     SoftirqStolen, SyscallStats,
 };
 
-/// COUNTER_RATE_LIMITED_BASE in bpf/stalltop.h.
-const RATE_LIMITED_BASE: u32 = 16;
-
-/// Counter slots after the per-kind lost counts (bpf/stalltop.h).
-const MAP_FULL_COUNTERS: [(u32, &str); 5] = [
-    (8, "tasks"),
-    (9, "runq_by_cgroup"),
-    (10, "preemptors"),
-    (11, "syscalls"),
-    (12, "softirq_stolen"),
+/// The `counters` slots of bounded maps that were full, and those maps.
+const MAP_FULL_COUNTERS: [(counter_slot, &str); 5] = [
+    (counter_slot::COUNTER_TASKS_FULL, "tasks"),
+    (counter_slot::COUNTER_RUNQ_CGROUPS_FULL, "runq_by_cgroup"),
+    (counter_slot::COUNTER_PREEMPTORS_FULL, "preemptors"),
+    (counter_slot::COUNTER_SYSCALLS_FULL, "syscalls"),
+    (counter_slot::COUNTER_STOLEN_FULL, "softirq_stolen"),
 ];
 
 /// Every family shares the maps of the first instance loaded.
@@ -51,18 +49,17 @@ pub fn snapshot(loaded: &Loaded<'_>, ts_ns: u64) -> KernelSnapshot {
     }
 }
 
-/// Probes in `enum probe_kind` order (bpf/stalltop.h): the slots of
-/// cpu_state.cost.
-pub(super) const PROBE_NAMES: [&str; 9] = [
-    "sched_switch",
-    "sched_wakeup",
-    "sched_process_exit",
-    "softirq_raise",
-    "softirq_entry",
-    "softirq_exit",
-    "sys_enter",
-    "sys_exit",
-    "cpu_sample",
+/// Each probe's slot of cpu_state.cost (`enum probe_kind`), and its name.
+const PROBES: [(probe_kind, &str); 9] = [
+    (probe_kind::PROBE_SCHED_SWITCH, "sched_switch"),
+    (probe_kind::PROBE_SCHED_WAKEUP, "sched_wakeup"),
+    (probe_kind::PROBE_SCHED_PROCESS_EXIT, "sched_process_exit"),
+    (probe_kind::PROBE_SOFTIRQ_RAISE, "softirq_raise"),
+    (probe_kind::PROBE_SOFTIRQ_ENTRY, "softirq_entry"),
+    (probe_kind::PROBE_SOFTIRQ_EXIT, "softirq_exit"),
+    (probe_kind::PROBE_SYS_ENTER, "sys_enter"),
+    (probe_kind::PROBE_SYS_EXIT, "sys_exit"),
+    (probe_kind::PROBE_CPU_SAMPLE, "cpu_sample"),
 ];
 
 /// Each probe's invocations on all CPUs and its estimated run time: the
@@ -79,16 +76,15 @@ fn read_probe_costs(skel: &StalltopSkel<'_>) -> Vec<ProgramCost> {
         return Vec::new();
     };
     let states: Vec<types::cpu_state> = per_cpu.iter().filter_map(|v| read_plain(v)).collect();
-    PROBE_NAMES
+    PROBES
         .iter()
-        .enumerate()
-        .filter_map(|(probe, name)| {
+        .filter_map(|&(probe, name)| {
             let (runs, timed, timed_ns) = states.iter().fold((0u64, 0u64, 0u64), |acc, s| {
-                let c = &s.cost[probe];
+                let c = &s.cost[probe.0 as usize];
                 (acc.0 + c.runs, acc.1 + c.timed, acc.2 + c.timed_ns)
             });
             (runs > 0).then(|| ProgramCost {
-                name: (*name).to_string(),
+                name: name.to_string(),
                 run_count: runs,
                 run_time_ns: if timed > 0 {
                     (u128::from(timed_ns) * u128::from(runs) / u128::from(timed)) as u64
@@ -350,15 +346,18 @@ fn read_counters(skel: &StalltopSkel<'_>) -> Counters {
     };
     Counters {
         lost: (1..KIND_MAX)
-            .map(|kind| (kind_name(kind).to_string(), read(u32::from(kind))))
+            .map(|kind| {
+                let slot = counter_slot::COUNTER_LOST_BASE.0 + u32::from(kind);
+                (kind_name(kind).to_string(), read(slot))
+            })
             .collect(),
         map_full: MAP_FULL_COUNTERS
             .iter()
-            .map(|&(slot, name)| (name.to_string(), read(slot)))
+            .map(|&(slot, name)| (name.to_string(), read(slot.0)))
             .collect(),
         rate_limited: (1..KIND_MAX)
             .map(|kind| {
-                let slot = RATE_LIMITED_BASE + u32::from(kind);
+                let slot = counter_slot::COUNTER_RATE_LIMITED_BASE.0 + u32::from(kind);
                 (kind_name(kind).to_string(), read(slot))
             })
             .collect(),
@@ -375,23 +374,16 @@ fn read_plain<T: plain::Plain + Default>(bytes: &[u8]) -> Option<T> {
 mod tests {
     use super::*;
 
-    /// PROBE_NAMES follows `enum probe_kind` in bpf/stalltop.h, one name
-    /// per slot of the generated cpu_state.cost.
+    /// PROBES names every slot of cpu_state.cost once.
     #[test]
-    fn probe_names_follow_the_abi_enum() {
-        let header = include_str!("../../bpf/stalltop.h");
-        let body = header
-            .split("enum probe_kind {")
-            .nth(1)
-            .and_then(|rest| rest.split('}').next())
-            .expect("enum probe_kind in bpf/stalltop.h");
-        let enumerators: Vec<String> = body
-            .split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty() && *e != "PROBE_MAX")
-            .map(|e| e.trim_start_matches("PROBE_").to_lowercase())
-            .collect();
-        assert_eq!(enumerators, PROBE_NAMES);
-        assert_eq!(types::cpu_state::default().cost.len(), PROBE_NAMES.len());
+    fn every_probe_slot_has_a_name() {
+        let mut slots: Vec<u32> = PROBES.iter().map(|(probe, _)| probe.0).collect();
+        slots.sort_unstable();
+        let all: Vec<u32> = (0..probe_kind::PROBE_MAX.0).collect();
+        assert_eq!(slots, all);
+        assert_eq!(
+            types::cpu_state::default().cost.len(),
+            probe_kind::PROBE_MAX.0 as usize
+        );
     }
 }

@@ -442,7 +442,7 @@ fn tp_btf_syscalls_are_timed_across_switches_and_cpus_and_per_cgroup() {
 
 /// The `runq_slots` index of a cgroup id (runq_stats_of in bpf/sched.bpf.h).
 fn runq_slot_of(cgroup: u64) -> u64 {
-    let bits = crate::event::testing::abi_define("RUNQ_SLOT_BITS").expect("RUNQ_SLOT_BITS");
+    let bits = skel::types::runq_slot_layout::RUNQ_SLOT_BITS.0;
     cgroup.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)
 }
 
