@@ -27,6 +27,11 @@ pub async fn run(args: &RecordArgs, probe_args: &ProbeArgs) -> Result<(), Failur
             return Err(Failure::Output(format!("{}: {e}", args.output.display())));
         }
     };
+    // Taken before the line that says the probes are attached: a script that signals once it
+    // reads the line stops the recording cleanly. Until here a signal ends the process (nothing
+    // stays attached: the kernel drops programs with their last fd).
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(Failure::io)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(Failure::io)?;
     eprintln!(
         "stalltop: recording to {} ({} probes){}",
         args.output.display(),
@@ -37,8 +42,6 @@ pub async fn run(args: &RecordArgs, probe_args: &ProbeArgs) -> Result<(), Failur
         }
     );
 
-    let mut interrupt = signal(SignalKind::interrupt()).map_err(Failure::io)?;
-    let mut terminate = signal(SignalKind::terminate()).map_err(Failure::io)?;
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
     tokio::pin!(deadline);
     let mut flush = tokio::time::interval(source::SNAPSHOT_INTERVAL);

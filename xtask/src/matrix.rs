@@ -156,10 +156,38 @@ fn target_dir() -> PathBuf {
 }
 
 /// Boots `kernel` with the plan's initramfs and judges what it reported. Fails only when
-/// interrupted; a guest that failed, timed out or died is a judged failure.
+/// interrupted; a guest that failed, timed out or died is a judged failure. A guest whose
+/// results port stalled (its console shows the script went on) is booted once more.
 fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> Result<GuestRun> {
     let dir = workdir.join(&kernel.release);
     fs::create_dir_all(&dir).with_context(|| format!("mkdir -p {}", dir.display()))?;
+    let mut attempt = boot(&kernel, plan, initramfs, &dir)?;
+    if let Some(tag) = &attempt.stalled_section {
+        eprintln!(
+            "kernel-matrix: {}: the results port stalled while sending {tag} (the console \
+             shows the guest went on: a lost UART interrupt, not a guest failure); failed \
+             checks of this boot: {}; booting it once more",
+            kernel.release,
+            attempt.judged.failures.join("; ")
+        );
+        attempt = boot(&kernel, plan, initramfs, &dir)?;
+    }
+    Ok(GuestRun {
+        kernel,
+        wall: attempt.wall,
+        judged: attempt.judged,
+    })
+}
+
+/// One boot of a guest.
+struct Boot {
+    wall: Duration,
+    judged: Judged,
+    /// Set when the guest was killed with its results port stalled in this section.
+    stalled_section: Option<String>,
+}
+
+fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Boot> {
     let guest = qemu::Guest {
         kernel: &kernel.vmlinuz,
         initramfs,
@@ -173,7 +201,7 @@ fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> R
         kernel.release, kernel.package, kernel.version, guest.limit
     );
     let started = Instant::now();
-    let boot = qemu::run(&guest);
+    let outcome = qemu::run(&guest);
     let wall = started.elapsed();
     if interrupt::requested() {
         bail!("interrupted by a signal");
@@ -186,7 +214,8 @@ fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> R
         preempt_rt: kernel.flavour.preempt_rt,
     };
     let mut judged = guest::judge(&GuestOutput::parse(&text), target, plan);
-    if let Err(err) = boot {
+    let mut stalled_section = None;
+    if let Err(err) = outcome {
         // The firmware's screen control sequences are no use in a message.
         let console: String = fs::read(&guest.console)
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
@@ -194,6 +223,7 @@ fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> R
             .chars()
             .filter(|c| *c == '\n' || !c.is_control())
             .collect();
+        stalled_section = guest_output::stalled_section(&console);
         judged.failures.push(format!(
             "{err:#}; the kernel console ({}) ends: {}",
             guest.console.display(),
@@ -206,10 +236,10 @@ fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> R
         wall,
         verdict(&judged)
     );
-    Ok(GuestRun {
-        kernel,
+    Ok(Boot {
         wall,
         judged,
+        stalled_section,
     })
 }
 

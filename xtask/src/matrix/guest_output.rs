@@ -8,6 +8,27 @@ use std::collections::BTreeMap;
 pub const BEGIN: &str = "@@kernel-matrix begin";
 pub const END: &str = "@@kernel-matrix end";
 pub const DONE: &str = "@@kernel-matrix done";
+/// Written to the kernel console (through /dev/kmsg, which the kernel sends by polling the
+/// UART, no interrupt needed) before and after each section goes to the results port.
+pub const SENDING: &str = "kernel-matrix: sending";
+pub const SENT: &str = "kernel-matrix: sent";
+
+/// The section the guest's script was sending on its results port when it stopped there: its
+/// console says it began sending the section and never finished. An emulated UART that lost its
+/// transmit interrupt does that; the guest itself went on running.
+pub fn stalled_section(console: &str) -> Option<String> {
+    let mut sending: Option<&str> = None;
+    for line in console.lines() {
+        if let Some((_, tag)) = line.split_once(SENDING) {
+            sending = Some(tag.trim());
+        } else if let Some((_, tag)) = line.split_once(SENT) {
+            if sending == Some(tag.trim()) {
+                sending = None;
+            }
+        }
+    }
+    sending.map(str::to_string)
+}
 
 /// One step's output and exit status.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +131,22 @@ pub fn failure_output(libtest_output: &str, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_section_sent_in_full_is_no_stall_and_the_last_unfinished_one_is() {
+        let console = "[ 70.1] kernel-matrix: sending record:tp-btf/off\r\n\
+                       [ 70.2] kernel-matrix: sent record:tp-btf/off\r\n\
+                       [ 71.0] kernel-matrix: sending report:tp-btf/off\r\n\
+                       [ 99.0] rcu: something else\n";
+        assert_eq!(
+            stalled_section(console).as_deref(),
+            Some("report:tp-btf/off")
+        );
+        let finished =
+            "[ 70.1] kernel-matrix: sending kernel\n[ 70.2] kernel-matrix: sent kernel\n";
+        assert_eq!(stalled_section(finished), None);
+        assert_eq!(stalled_section("Booting from ROM...\n"), None);
+    }
 
     #[test]
     fn sections_are_split_on_their_markers_with_status_and_text() {

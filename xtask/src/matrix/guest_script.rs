@@ -5,7 +5,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::guest_output::{BEGIN, DONE, END};
+use super::guest_output::{BEGIN, DONE, END, SENDING, SENT};
 use super::modes::Mode;
 
 /// Where the guest has the release binary and the unit-test binary.
@@ -23,8 +23,8 @@ const STDERR_LINES: u32 = 100;
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub modes: Vec<Mode>,
-    /// `stalltop record -d` in each mode; the load runs this long, from the moment stalltop
-    /// says its probes are attached.
+    /// How long each mode records the running load: stalltop is stopped (SIGTERM) this long
+    /// after every load process runs, however slowly the guest started them.
     pub record: Duration,
     /// Limits on each step inside the guest (killed past them), so one stuck step still lets
     /// the others report.
@@ -59,12 +59,33 @@ cd /tmp
 stty -F /dev/ttyS1 raw -echo
 exec 3>/dev/ttyS1
 
-# section TAG STATUS: stdin between the markers the host splits the output on.
+# section TAG STATUS: stdin between the markers the host splits the output on; the console
+# says when it is sent (level 3: printed despite "quiet").
 section() {{
+	echo "<3>{SENDING} $1" > /dev/kmsg
 	echo "{BEGIN} $1" >&3
 	cat >&3
 	echo >&3
 	echo "{END} $1 $2" >&3
+	echo "<3>{SENT} $1" > /dev/kmsg
+}}
+
+# until_exists FILE WHAT / until_empty FILE WHAT: waits (at most 30 s) for a file to appear
+# or to be empty; past that, says so with what the guest's tasks wait on.
+until_exists() {{
+	n=0
+	while [ ! -e $1 ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+	[ -e $1 ] || stuck "$2"
+}}
+until_empty() {{
+	n=0
+	while [ -n "$(cat $1)" ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+	[ -z "$(cat $1)" ] || stuck "$2"
+}}
+stuck() {{
+	echo "kernel-matrix: $1 within 30 s; blocked tasks:" >> /tmp/steps
+	echo w > /proc/sysrq-trigger
+	dmesg | tail -n 80 >> /tmp/steps
 }}
 
 load={load_cgroup}
@@ -72,43 +93,55 @@ start_load() {{
 	mkdir $load
 	(
 		echo 0 > $load/cgroup.procs
+		echo "kernel-matrix: the load's shell is in $load" >> /tmp/steps
 		timeout {load_limit} taskset -c 1 sh -c 'while :; do :; done' &
 		timeout {load_limit} taskset -c 1 sh -c 'while :; do :; done' &
 		timeout {load_limit} sh -c 'while :; do sleep 0.01; done' &
 		timeout {load_limit} sh -c 'while :; do dd if=/tmp/load-file of=/dev/null bs=64k 2> /dev/null; done' &
 		ping -q -i 0.01 -w {load_limit} 127.0.0.1 > /dev/null &
+		touch /tmp/load-running
 		wait
 	) &
+	until_exists /tmp/load-running "the load did not start"
 }}
 stop_load() {{
 	echo 1 > $load/cgroup.kill
-	while [ -n "$(cat $load/cgroup.procs)" ]; do sleep 0.1; done
+	until_empty $load/cgroup.procs "the load did not end"
 	rmdir $load
+	rm -f /tmp/load-running
 }}
 
 # record TAG ARGS...: stalltop record over the load, then its report.
 record() {{
 	tag=$1
 	shift
-	rm -f /tmp/rec.stl
-	timeout -s KILL {record_limit} {stalltop} record -o /tmp/rec.stl -d {record}s "$@" 2> /tmp/rec.err &
+	# The background job truncates rec.err only once it runs: the previous mode's "recording
+	# to" line must not be there to be read before that.
+	rm -f /tmp/rec.stl /tmp/rec.err
+	timeout -s KILL {record_limit} {stalltop} record -o /tmp/rec.stl "$@" 2> /tmp/rec.err &
 	rec=$!
 	# The load starts once the probes are attached, so it neither slows the verifier down
-	# nor runs unrecorded.
+	# nor runs unrecorded; the recording stops {record} s after the load runs, however long
+	# the guest takes to start it.
 	while kill -0 $rec 2> /dev/null && ! grep -q '^stalltop: recording to' /tmp/rec.err; do
 		sleep 0.5
 	done
 	loaded=no
+	: > /tmp/steps
 	if grep -q '^stalltop: recording to' /tmp/rec.err; then
 		start_load
 		loaded=yes
+		echo "kernel-matrix: the load runs (uptime $(cut -d" " -f1 /proc/uptime) s)" >> /tmp/steps
+		sleep {record}
+		kill -TERM $rec 2> /dev/null
+		echo "kernel-matrix: SIGTERM sent to stalltop (uptime $(cut -d" " -f1 /proc/uptime) s)" >> /tmp/steps
 	fi
 	wait $rec
 	status=$?
 	if [ $loaded = yes ]; then
 		stop_load
 	fi
-	tail -n {stderr_lines} /tmp/rec.err | section record:$tag $status
+	{{ tail -n {stderr_lines} /tmp/rec.err; cat /tmp/steps; }} | section record:$tag $status
 	if [ $status -eq 0 ]; then
 		timeout -s KILL {report_limit} {stalltop} report /tmp/rec.stl --json > /tmp/rec.json 2> /tmp/rep.err
 		status=$?
@@ -184,12 +217,17 @@ mod tests {
     }
 
     #[test]
-    fn the_script_runs_the_probe_tests_one_at_a_time_within_their_limit() {
+    fn the_script_runs_the_probe_tests_one_at_a_time_and_stops_each_recording_after_the_load_ran() {
         let script = init_script(&plan());
         assert!(script.contains(
             "timeout -s KILL 600 /usr/libexec/stalltop-tests probe::tests --test-threads=1"
         ));
-        assert!(script.contains("-d 3s \"$@\""));
+        // The previous mode's stderr is gone before the next record starts in the background.
+        assert!(script.contains(
+            "rm -f /tmp/rec.stl /tmp/rec.err\n\ttimeout -s KILL 300 /usr/bin/stalltop record \
+             -o /tmp/rec.stl \"$@\" 2> /tmp/rec.err &"
+        ));
+        assert!(script.contains("\t\tsleep 3\n\t\tkill -TERM $rec"));
     }
 
     #[test]

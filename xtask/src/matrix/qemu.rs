@@ -47,7 +47,13 @@ pub fn run(guest: &Guest) -> Result<Duration> {
         // noirqdebug: the PREEMPT_RT kernel's threaded 8250 handler finds the emulated UART's
         // interrupt already served so often while results stream out that the kernel disabled
         // IRQ 3 ("nobody cared") and the results port stalled for good.
-        .args(["-append", "console=ttyS0 quiet panic=-1 noirqdebug"])
+        // nohz=off: idle CPUs keep their tick. A 6.1 guest once hung for good with a woken task
+        // (the RCU kthread, "starved ... All QSes seen") queued on an idle CPU that never woke,
+        // likely a wakeup IPI lost under TCG; the idle tick picks up what such an IPI missed.
+        .args([
+            "-append",
+            "console=ttyS0 quiet panic=-1 noirqdebug nohz=off",
+        ])
         .arg("-serial")
         .arg(serial_file(&guest.console))
         .arg("-serial")
