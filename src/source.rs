@@ -79,6 +79,8 @@ fn run(
     stop: Arc<AtomicBool>,
     ready: std::sync::mpsc::SyncSender<Result<ProbeInfo, ProbeError>>,
 ) {
+    // Before the probes attach: the stack namer's start-up work is not done on the watched host.
+    let mut names = Names::new(&hierarchy);
     let mut storage = ObjectStorage::default();
     let mut session = match Session::start(&config, &mut storage) {
         Ok(session) => session,
@@ -88,7 +90,6 @@ fn run(
         }
     };
     let _ = ready.send(Ok(session.info()));
-    let mut names = Names::new(&hierarchy);
     let mut next_snapshot = host::monotonic_ns();
     loop {
         let stopping = stop.load(Ordering::Relaxed);

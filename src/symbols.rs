@@ -25,12 +25,17 @@ pub struct NewNames {
 }
 
 impl StackNamer {
+    /// Reads kallsyms at once (about 70 ms of CPU here): made before the
+    /// probes attach, the namer does not spend it on the watched workload
+    /// when the first stack comes.
     pub fn new() -> StackNamer {
-        StackNamer {
+        let namer = StackNamer {
             symbolizer: Symbolizer::new(),
             kernel_known: HashSet::new(),
             user_known: HashSet::new(),
-        }
+        };
+        namer.lookup(&kernel_source(), &[0]);
+        namer
     }
 
     /// Names for the addresses of `samples` not named before.
@@ -42,12 +47,7 @@ impl StackNamer {
             .filter(|a| self.kernel_known.insert(*a))
             .collect();
         if !kernel.is_empty() {
-            let source = Source::Kernel(Kernel {
-                vmlinux: MaybeDefault::None, // kallsyms is enough and quick
-                debug_syms: false,
-                ..Kernel::default()
-            });
-            names.kernel = self.lookup(&source, &kernel);
+            names.kernel = self.lookup(&kernel_source(), &kernel);
         }
         for sample in samples {
             let pid = sample.task.pid;
@@ -89,4 +89,12 @@ impl StackNamer {
             }
         }
     }
+}
+
+fn kernel_source() -> Source<'static> {
+    Source::Kernel(Kernel {
+        vmlinux: MaybeDefault::None, // kallsyms is enough and quick
+        debug_syms: false,
+        ..Kernel::default()
+    })
 }
