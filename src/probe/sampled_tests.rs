@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::tests::{config, own_cgroup_id, pin_to, ONE_AT_A_TIME};
+use super::tests::{config, own_cgroup_id, pin_to, thread_cpu_ns, ONE_AT_A_TIME};
 use super::*;
 use crate::event::{self, Event, FilePath};
 use crate::host;
@@ -17,16 +17,6 @@ const READ_BYTES: usize = 192 << 20;
 const PERIOD_NS: u64 = 1_000_000_000 / DEFAULT_SAMPLE_HZ as u64;
 /// The periodic waker's period: 1 ms, as so many timers are.
 const WAKER_PERIOD_NS: u64 = 1_000_000;
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// A thread on CPU 1 that wakes every millisecond (absolute deadlines, as
 /// the sampler's ticks are) and spins 200 us, until `stop`: it preempts a

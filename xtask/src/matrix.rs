@@ -213,9 +213,10 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
         release: &kernel.release,
         preempt_rt: kernel.flavour.preempt_rt,
     };
-    let mut judged = guest::judge(&GuestOutput::parse(&text), target, plan);
+    let output = GuestOutput::parse(&text);
+    let mut judged = guest::judge(&output, target, plan);
     let mut stalled_section = None;
-    if let Err(err) = outcome {
+    if outcome.is_err() || !output.done {
         // The firmware's screen control sequences are no use in a message.
         let console: String = fs::read(&guest.console)
             .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
@@ -223,11 +224,17 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
             .chars()
             .filter(|c| *c == '\n' || !c.is_control())
             .collect();
-        stalled_section = guest_output::stalled_section(&console);
+        if outcome.is_err() {
+            stalled_section = guest_output::stalled_section(&console);
+        }
+        let how = match &outcome {
+            Err(err) => format!("{err:#}"),
+            Ok(_) => "the guest stopped before the end of its script".into(),
+        };
         judged.failures.push(format!(
-            "{err:#}; the kernel console ({}) ends: {}",
+            "{how}; the kernel console ({}) ends:\n{}",
             guest.console.display(),
-            guest::last_lines(&console)
+            guest::console_tail(&console)
         ));
     }
     eprintln!(

@@ -11,6 +11,8 @@ use super::report::Report;
 const KILLED: i32 = 128 + 9;
 /// Lines of a failed step's stderr or a failed test's message quoted in its failure.
 const QUOTED_LINES: usize = 6;
+/// Lines of a failed guest's kernel console shown.
+const CONSOLE_LINES: usize = 60;
 
 /// The kernel a guest was to boot.
 #[derive(Clone, Copy, Debug)]
@@ -124,6 +126,17 @@ fn record_and_report(output: &GuestOutput, tag: &str, plan: &Plan) -> Result<Rep
 /// The last lines of `text`, joined with ` / `.
 pub fn last_lines(text: &str) -> String {
     quote(text, false)
+}
+
+/// The last lines of a guest's kernel console, indented under a failure: enough for the
+/// call traces of a panic (soft lockup, RCU stall).
+pub fn console_tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(CONSOLE_LINES)..]
+        .iter()
+        .map(|line| format!("      {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `: LAST LINES` of a step's stderr, or nothing.

@@ -47,12 +47,13 @@ pub fn run(guest: &Guest) -> Result<Duration> {
         // noirqdebug: the PREEMPT_RT kernel's threaded 8250 handler finds the emulated UART's
         // interrupt already served so often while results stream out that the kernel disabled
         // IRQ 3 ("nobody cared") and the results port stalled for good.
-        // nohz=off: idle CPUs keep their tick. A 6.1 guest once hung for good with a woken task
-        // (the RCU kthread, "starved ... All QSes seen") queued on an idle CPU that never woke,
-        // likely a wakeup IPI lost under TCG; the idle tick picks up what such an IPI missed.
+        // loglevel=5 (not quiet): warnings and call traces reach the console. A guest that
+        // hangs (soft lockup, RCU stall) panics at once, with every CPU's stack, rather than
+        // sit out its time limit.
         .args([
             "-append",
-            "console=ttyS0 quiet panic=-1 noirqdebug nohz=off",
+            "console=ttyS0 loglevel=5 panic=-1 noirqdebug softlockup_panic=1 \
+             softlockup_all_cpu_backtrace=1 sysctl.kernel.panic_on_rcu_stall=1",
         ])
         .arg("-serial")
         .arg(serial_file(&guest.console))
