@@ -12,6 +12,7 @@
 #include "common.bpf.h"
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
+#include "throttle.bpf.h"
 
 const volatile __u64 runq_threshold_ns = 10 * 1000 * 1000;
 /* Set by user space on kernels without CONFIG_SCHED_INFO: waits are then
@@ -183,7 +184,8 @@ __noinline __u64 steal_during(struct cpu_state *cs, __u64 start, __u64 now, __u6
 
 /* `waiter` waited `wait` ns and now runs; `holder` held the CPU longest
  * meanwhile, inside syscall `ran_syscall` (-1: none) since `ran_since`
- * (0: unknown). */
+ * (0: unknown); cs->wait_throttle says whether a CPU quota kept it off
+ * instead. */
 static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_state *cs, __u64 now,
 					    __u64 wait, __u64 steal_now, struct task_struct *waiter,
 					    __u64 waiter_cgroup, const struct task_ref *holder,
@@ -200,6 +202,8 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_sta
 	e->ran = *holder;
 	e->ran_syscall = ran_syscall;
 	e->ran_syscall_ns = ran_since && ran_since < now ? now - ran_since : 0;
+	e->throttled_cgroup = cs->wait_throttle.cgroup;
+	e->throttled_ns = cs->wait_throttle.covered_ns;
 	record_submit(e);
 }
 
@@ -264,6 +268,12 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	__u64 held_since = 0;
 	bool kthread;
 
+	cs->wait_throttle.cgroup = 0;
+	cs->wait_throttle.covered_ns = 0;
+	/* Only fair-class tasks are throttled by a CFS quota. */
+	if (cs->next_throttle && FIELD(btf, next, prio) >= MAX_RT_PRIO)
+		wait_throttle_judge(cs, task_leaf(next), task_group_entity(next), now - wait, now);
+
 	if (longest) {
 		holder.pid = longest->pid;
 		holder.tid = longest->tid;
@@ -279,7 +289,9 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 		bpf_probe_read_kernel(holder.comm, sizeof(holder.comm), &prev->comm);
 		kthread = FIELD(btf, prev, flags) & PF_KTHREAD;
 	}
-	if (s && holder.tid)
+	if (s && cs->wait_throttle.cgroup)
+		s->preempted_throttled++;
+	else if (s && holder.tid)
 		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
 	if (wait < (next_is_ksoftirqd ? takeover_threshold_ns : runq_threshold_ns))
 		return;
@@ -396,14 +408,13 @@ static __always_inline bool switched_out_runnable(bool btf, bool preempt, struct
 	return BPF_CORE_READ((struct task_struct___pre_5_14 *)p, state) == TASK_RUNNING;
 }
 
-/* This CPU's run queue, reached through prev (hot in cache; next's fields
- * may not be). NULL on kernels without CONFIG_FAIR_GROUP_SCHED, where a
- * sched_entity has no cfs_rq: user space then times waits from wakeups. */
-static __always_inline struct rq *this_rq_of(bool btf, struct task_struct *prev)
+/* This CPU's run queue, reached through prev's cfs_rq (hot in cache;
+ * next's fields may not be). NULL on kernels without
+ * CONFIG_FAIR_GROUP_SCHED, where a sched_entity has no cfs_rq: user space
+ * then times waits from wakeups. */
+static __always_inline struct rq *this_rq_of(bool btf, struct cfs_rq *prev_cfs_rq)
 {
-	if (!bpf_core_field_exists(prev->se.cfs_rq))
-		return NULL;
-	return btf ? prev->se.cfs_rq->rq : BPF_CORE_READ(prev, se.cfs_rq, rq);
+	return prev_cfs_rq ? FIELD(btf, prev_cfs_rq, rq) : NULL;
 }
 
 /* A runnable task that waits at least PREEMPT_WAIT_MIN_NS is one episode,
@@ -421,7 +432,8 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ps = NULL;
 	__u64 now = bpf_ktime_get_ns();
-	struct rq *rq = this_rq_of(btf, prev);
+	struct cfs_rq *prev_cfs_rq = task_cfs_rq(btf, prev);
+	struct rq *rq = this_rq_of(btf, prev_cfs_rq);
 	__u64 steal_now = rq ? steal_clock(btf, rq) : 0;
 	__u64 wait = 0;
 	bool waited = next_tid && runq_wait(btf, next, next_tid, rq, now, &wait);
@@ -440,6 +452,12 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		cs->current_since = now;
 		cs->current_steal = steal_now;
 		cs->current_softirq = cs->softirq_ns;
+		/* Before the wait below: a waiter of a group unthrottled just
+		 * now finds its span closed. */
+		if (cs->throttles_open)
+			throttle_spans_close(cs, now);
+		if (prev_tid && in_throttled_hierarchy(btf, prev_cfs_rq))
+			throttle_span_open(cs, task_leaf(prev), task_group_entity(prev), now);
 	}
 
 	if (waited) {

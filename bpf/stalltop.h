@@ -82,12 +82,19 @@ struct runq_event {
 	/* of the wait, the time the hypervisor ran something else on this vCPU */
 	__u32 steal_us;
 	__u64 ran_syscall_ns; /* how long it had been inside it */
+	/* Set when a CFS quota throttle of the waiter's cgroup or an ancestor
+	 * covered most of the wait: that cgroup, and how much of the wait it
+	 * covered. `ran` only filled the CPU meanwhile. */
+	__u64 throttled_cgroup;
+	__u64 throttled_ns;
 };
 
 /* Run-queue latency per cgroup (per-CPU map `runq_by_cgroup`). The
  * preempted_* counters count episodes in which a runnable task of the
  * cgroup waited at least PREEMPT_WAIT_MIN_NS for its CPU, by who kept it
- * off: the task that held the CPU longest during the wait. */
+ * off: the task that held the CPU longest during the wait, or its CPU
+ * quota (throttled: a throttle of the cgroup or an ancestor covered most
+ * of the wait). */
 struct runq_stats {
 	__u32 slots[HIST_SLOTS];
 	__u64 count;
@@ -96,6 +103,7 @@ struct runq_stats {
 	__u64 preempted_same_cgroup;
 	__u64 preempted_other_cgroup;
 	__u64 preempted_kthread;
+	__u64 preempted_throttled;
 };
 
 /* On each CPU, RUNQ_SLOTS cgroups (by a hash of the id, first come)
@@ -332,6 +340,27 @@ struct sampled_call {
 #define SLICES 8
 #define SLICE_MIN_NS 250000
 
+/* A CFS quota throttle seen on this CPU (cpu_state.throttles): from the
+ * switch that took a task of the throttled hierarchy off the CPU to the
+ * first switch after the throttled cfs_rq was unthrottled. */
+struct throttle_span {
+	__u64 cfs_rq; /* the throttled cfs_rq: its kernel address, as its identity */
+	__u64 cgroup; /* its cgroup id */
+	__u64 start;
+	__u64 end; /* 0 while still throttled */
+};
+
+#define THROTTLE_SPANS 4
+
+/* Whether a throttle explains the wait sched_switch is ending now: the
+ * throttled cgroup (0: none does) and how much of the wait its span
+ * covered (cpu_state.wait_throttle; kept in the map value, where the
+ * verifier does not track it, so the paths after it do not double). */
+struct wait_throttle {
+	__u64 cgroup;
+	__u64 covered_ns;
+};
+
 /* stalltop's own cost, per probe (cpu_state.cost): every invocation is
  * counted, one in PROBE_COST_EVERY is timed (no host-wide BPF statistics
  * needed). */
@@ -377,6 +406,10 @@ struct cpu_state {
 	 * long call yields to) take the others, not the long call's. */
 	struct sampled_call sampled[SAMPLED_CALLS];
 	struct probe_cost cost[PROBE_MAX];
+	struct throttle_span throttles[THROTTLE_SPANS];
+	__u32 next_throttle;  /* where the next span goes in `throttles` */
+	__u32 throttles_open; /* spans with no end yet */
+	struct wait_throttle wait_throttle;
 };
 
 /* Per-task state (map `tasks` or task storage). Internal to BPF. */

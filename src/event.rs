@@ -48,7 +48,10 @@ plain_abi!(
 
 const HEADER_SIZE: usize = std::mem::size_of::<types::record_header>();
 const _: () = assert!(HEADER_SIZE == 16);
-const _: () = assert!(std::mem::size_of::<types::runq_event>() == 104);
+const _: () = assert!(std::mem::size_of::<types::runq_event>() == 120);
+/// Run-queue records before they carried a throttle (`throttled_cgroup`,
+/// `throttled_ns`): still read, as waits no throttle explains.
+const RUNQ_EVENT_BEFORE_THROTTLE: usize = 104;
 
 /// The name of a record kind, as used in reports ("lost_events").
 pub fn kind_name(kind: u16) -> &'static str {
@@ -86,6 +89,16 @@ pub struct RunqWait {
     /// Of the wait, the time the hypervisor ran something else on this vCPU (steal time, at
     /// microsecond resolution; 0 on bare metal).
     pub steal_ns: u64,
+    /// A CFS quota throttle covered most of the wait: `ran` only filled the CPU meanwhile.
+    pub throttle: Option<WaitThrottle>,
+}
+
+/// The CPU quota of `cgroup` (the waiter's cgroup or an ancestor) was exhausted for
+/// `covered_ns` of a wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitThrottle {
+    pub cgroup: u64,
+    pub covered_ns: u64,
 }
 
 /// Softirq `vector` waited `delay_ns` from its raise to its start at
@@ -224,8 +237,8 @@ pub fn decode(mut bytes: &[u8]) -> Vec<Result<Event, DecodeError>> {
 
 fn decode_one(header: &types::record_header, record: &[u8]) -> Result<Event, DecodeError> {
     match header.kind {
-        KIND_RUNQ => Ok(Event::Runq(runq_wait(exact(header.kind, record)?))),
-        KIND_TAKEOVER => Ok(Event::Takeover(runq_wait(exact(header.kind, record)?))),
+        KIND_RUNQ => Ok(Event::Runq(runq_wait(runq_event(header.kind, record)?))),
+        KIND_TAKEOVER => Ok(Event::Takeover(runq_wait(runq_event(header.kind, record)?))),
         KIND_SOFTIRQ => Ok(Event::Softirq(softirq_delay(exact(header.kind, record)?))),
         KIND_SYSCALL => Ok(Event::Syscall(slow_syscall(exact(header.kind, record)?))),
         KIND_SAMPLE => Ok(Event::Sample(sample(exact(header.kind, record)?))),
@@ -251,6 +264,16 @@ fn exact<T: plain::Plain + Default>(kind: u16, record: &[u8]) -> Result<T, Decod
     })
 }
 
+/// A run-queue record of this layout or of the one before throttles (its fields zero).
+fn runq_event(kind: u16, record: &[u8]) -> Result<types::runq_event, DecodeError> {
+    if record.len() != RUNQ_EVENT_BEFORE_THROTTLE {
+        return exact(kind, record);
+    }
+    let mut extended = record.to_vec();
+    extended.resize(std::mem::size_of::<types::runq_event>(), 0);
+    exact(kind, &extended)
+}
+
 /// Copy a `T` out of the start of `bytes` (no alignment needed).
 fn read<T: plain::Plain + Default>(bytes: &[u8]) -> Option<T> {
     let mut value = T::default();
@@ -269,6 +292,10 @@ fn runq_wait(e: types::runq_event) -> RunqWait {
             .ok()
             .map(|nr| (nr, e.ran_syscall_ns)),
         steal_ns: u64::from(e.steal_us) * 1000,
+        throttle: (e.throttled_cgroup != 0).then_some(WaitThrottle {
+            cgroup: e.throttled_cgroup,
+            covered_ns: e.throttled_ns,
+        }),
     }
 }
 

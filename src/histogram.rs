@@ -102,11 +102,27 @@ impl Histogram {
         }
         unreachable!("rank {rank} is at most the total {total}")
     }
+
+    /// `quantile(q)`, never above `max`, the largest sample as measured exactly: a slot's
+    /// middle can lie above every sample in it.
+    pub fn quantile_at_most(&self, q: f64, max: u64) -> u64 {
+        self.quantile(q).min(max)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_percentile_is_never_above_the_measured_maximum() {
+        let mut h = Histogram::default();
+        // 4.33 ms lands in a slot whose middle is above it.
+        h.record(4_330_000);
+        assert!(h.quantile(0.99) > 4_330_000, "{}", h.quantile(0.99));
+        assert_eq!(h.quantile_at_most(0.99, 4_330_000), 4_330_000);
+        assert_eq!(h.quantile_at_most(0.5, 9_000_000), h.quantile(0.5));
+    }
 
     #[test]
     fn slots_are_contiguous_and_ranges_hold_their_values() {

@@ -121,6 +121,7 @@ mod tests {
                 preempted_same_cgroup: 1,
                 preempted_other_cgroup: 3,
                 preempted_kthread: 1,
+                preempted_throttled: 0,
             }],
             preemptors: vec![Preemptor {
                 victim_cgroup: 4242,

@@ -177,7 +177,10 @@ impl Names {
 
 fn event_cgroups(e: &Event) -> Vec<u64> {
     match e {
-        Event::Runq(w) | Event::Takeover(w) => vec![w.waiter.cgroup, w.ran.cgroup],
+        Event::Runq(w) | Event::Takeover(w) => [w.waiter.cgroup, w.ran.cgroup]
+            .into_iter()
+            .chain(w.throttle.map(|t| t.cgroup))
+            .collect(),
         Event::Softirq(s) => vec![s.ctx.cgroup],
         Event::Syscall(s) => vec![s.task.cgroup],
         Event::Sample(s) | Event::Irqoff(s) => vec![s.task.cgroup],

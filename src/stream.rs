@@ -190,6 +190,9 @@ pub struct CgroupRunq {
     pub preempted_same_cgroup: u64,
     pub preempted_other_cgroup: u64,
     pub preempted_kthread: u64,
+    /// Waits its CPU quota (or an ancestor's) explains: not counted above.
+    #[serde(default)]
+    pub preempted_throttled: u64,
 }
 
 /// How often `comm` of `preemptor_cgroup` kept a runnable task of

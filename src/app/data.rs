@@ -152,6 +152,7 @@ fn kernel_since(latest: &KernelSnapshot, baseline: &KernelSnapshot) -> KernelSna
                 .preempted_other_cgroup
                 .saturating_sub(b.preempted_other_cgroup);
             r.preempted_kthread = r.preempted_kthread.saturating_sub(b.preempted_kthread);
+            r.preempted_throttled = r.preempted_throttled.saturating_sub(b.preempted_throttled);
         }
     }
     k.runq.retain(|r| r.count > 0);

@@ -5,7 +5,7 @@
 
 use super::format;
 use super::pane::Pane;
-use super::tables::{culprit_chain, kind_label, kind_tone, waited_text, Rows};
+use super::tables::{culprit_chain, kind_label, kind_tone, throttle_text, waited_text, Rows};
 use super::view::{Line, Segment, Tone};
 use crate::model::{Report, RunqRow, StallKind, StallRow};
 
@@ -144,6 +144,10 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
             format!("{waited} became runnable"),
             format!("it got the CPU, {took} later"),
         ),
+        StallKind::Throttled => (
+            format!("{waited} became runnable, its cgroup out of CPU quota"),
+            format!("quota again: it got the CPU, {took} later"),
+        ),
     };
     lines.push(field(&at(req, stall.start_ns), began));
     if let Some(c) = &stall.culprit {
@@ -181,6 +185,12 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
         lines.push(field("", waited));
     }
     lines.push(Vec::new());
+    if let (Some(throttle), Some(cgroup)) = (throttle_text(stall), &stall.throttled_cgroup) {
+        lines.push(heading("Cause"));
+        lines.push(field("", throttle));
+        lines.push(field("cgroup", cgroup.clone()));
+        return lines;
+    }
     lines.push(heading("Culprit"));
     let Some(c) = &stall.culprit else {
         lines.push(field("", "nobody was seen holding the CPU"));
@@ -296,8 +306,8 @@ fn runq_lines(lines: &mut Vec<Line>, r: &RunqRow) {
     lines.push(field(
         "kept off",
         format!(
-            "by its own cgroup {}, another cgroup {}, a kernel thread {}",
-            p.same_cgroup, p.other_cgroup, p.kthread
+            "by its own cgroup {}, another cgroup {}, a kernel thread {}, its CPU quota {}",
+            p.same_cgroup, p.other_cgroup, p.kthread, p.throttled
         ),
     ));
     lines.push(heading("Neighbours that kept it off the CPU"));

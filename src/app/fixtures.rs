@@ -7,7 +7,9 @@ use std::path::Path;
 
 use syscalls::Sysno;
 
-use crate::event::testing::{runq_record, sample_record, softirq_record, syscall_record, task};
+use crate::event::testing::{
+    runq_record, sample_record, softirq_record, syscall_record, task, throttled_runq_record,
+};
 use crate::event::{KIND_RUNQ, KIND_TAKEOVER};
 use crate::histogram::Histogram;
 use crate::record::{self, Recording, Writer};
@@ -117,6 +119,20 @@ pub fn busy_entries() -> Vec<Entry> {
             ),
         ));
     }
+    // Case 3: shop-api waits out its pod's CPU quota on CPU 0 while node-exporter fills the
+    // CPU: the throttle covered 60 ms of the 62 ms wait.
+    records.push((
+        3 * S + 500 * MS,
+        throttled_runq_record(
+            0,
+            START + 3 * S + 500 * MS,
+            62 * MS,
+            task(5151, "shop-api", SHOP_POD),
+            task(820, "node-exporter", MONITORING),
+            SHOP_POD,
+            60 * MS,
+        ),
+    ));
     // Case 1: cadvisor reads memory.stat of three cgroups on CPU 3; NET_RX
     // waits, ksoftirqd/3 is woken and cannot run until the read ends.
     for (i, (at, cgroup)) in [(3 * S, "web"), (5 * S, "db"), (7 * S, "cache")]
@@ -311,6 +327,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_same_cgroup: 4 * step,
                 preempted_other_cgroup: 340 * step,
                 preempted_kthread: 12 * step,
+                preempted_throttled: 0,
             },
             CgroupRunq {
                 cgroup: SHOP_POD,
@@ -321,6 +338,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_same_cgroup: 60 * step,
                 preempted_other_cgroup: 5 * step,
                 preempted_kthread: step,
+                preempted_throttled: 0,
             },
             CgroupRunq {
                 cgroup: ROOT,
@@ -331,6 +349,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_same_cgroup: 200 * step,
                 preempted_other_cgroup: 0,
                 preempted_kthread: 40 * step,
+                preempted_throttled: 0,
             },
         ],
         preemptors: vec![
@@ -487,6 +506,7 @@ fn under_threshold_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_same_cgroup: 0,
                 preempted_other_cgroup: 82 * step,
                 preempted_kthread: step,
+                preempted_throttled: 0,
             },
             CgroupRunq {
                 cgroup: NOISY,
@@ -497,6 +517,7 @@ fn under_threshold_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_same_cgroup: 0,
                 preempted_other_cgroup: 40 * step,
                 preempted_kthread: 0,
+                preempted_throttled: 0,
             },
         ],
         preemptors: vec![Preemptor {

@@ -67,6 +67,7 @@ fn the_end_of_a_replay_shows_every_case() {
             "1:45:hog",
             "3:105:cadvisor",
             "2:38:ss",
+            "0:62:-",
             "3:105:cadvisor",
             "1:131:hog"
         ],
@@ -106,13 +107,13 @@ fn replay_plays_in_recording_time_and_stops_at_the_end() {
         panic!("a replay")
     };
     assert_eq!(r.cursor_ns, START + 3_500 * MS);
-    assert_eq!(feed(&app), ["3:105:cadvisor", "1:131:hog"]);
+    assert_eq!(feed(&app), ["0:62:-", "3:105:cadvisor", "1:131:hog"]);
     app.update(Msg::Tick { now_ns: 7 + 60 * S });
     let Mode::Replay(r) = &app.mode else {
         panic!("a replay")
     };
     assert!(r.at_end() && !r.playing);
-    assert_eq!(feed(&app).len(), 6);
+    assert_eq!(feed(&app).len(), 7);
     assert!(footer_text(&app).contains("end of the recording"));
 }
 

@@ -44,6 +44,32 @@ pub fn runq_record(
         ran_syscall: ran_syscall.map_or(-1, |s| s.0),
         ran_syscall_ns: ran_syscall.map_or(0, |s| s.1),
         steal_us: (steal_ns / 1000) as u32,
+        ..Default::default()
+    };
+    // SAFETY: runq_event is Plain (see above).
+    unsafe { plain::as_bytes(&e) }.to_vec()
+}
+
+/// A run-queue record whose wait a CPU quota throttle of `throttled_cgroup` covered for
+/// `throttled_ns`.
+pub fn throttled_runq_record(
+    cpu: u32,
+    ts: u64,
+    wait_ns: u64,
+    waiter: types::task_ref,
+    ran: types::task_ref,
+    throttled_cgroup: u64,
+    throttled_ns: u64,
+) -> Vec<u8> {
+    let e = types::runq_event {
+        hdr: header(KIND_RUNQ, std::mem::size_of::<types::runq_event>(), cpu, ts),
+        wait_ns,
+        waiter,
+        ran,
+        ran_syscall: -1,
+        throttled_cgroup,
+        throttled_ns,
+        ..Default::default()
     };
     // SAFETY: runq_event is Plain (see above).
     unsafe { plain::as_bytes(&e) }.to_vec()

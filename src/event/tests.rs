@@ -43,6 +43,55 @@ fn decodes_back_to_back_records() {
 }
 
 #[test]
+fn a_throttled_wait_names_the_throttled_cgroup_and_how_much_it_covered() {
+    let bytes = throttled_runq_record(
+        0,
+        90_000_000,
+        88_000_000,
+        task(42, "worker", 7),
+        task(9, "kdamond.0", 1),
+        5,
+        86_000_000,
+    );
+    let events = decode(&bytes);
+    let [Ok(Event::Runq(w))] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        w.throttle,
+        Some(WaitThrottle {
+            cgroup: 5,
+            covered_ns: 86_000_000
+        })
+    );
+    assert_eq!(w.ran.comm, "kdamond.0");
+}
+
+#[test]
+fn run_queue_records_of_the_layout_before_throttles_still_decode() {
+    let mut bytes = runq_record(
+        KIND_RUNQ,
+        1,
+        5_000,
+        12_000_000,
+        task(42, "victim", 7),
+        task(43, "hog", 8),
+        None,
+        0,
+    );
+    bytes.truncate(RUNQ_EVENT_BEFORE_THROTTLE);
+    bytes[2..4].copy_from_slice(&(RUNQ_EVENT_BEFORE_THROTTLE as u16).to_le_bytes());
+    let events = decode(&bytes);
+    let [Ok(Event::Runq(w))] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        (w.wait_ns, w.ran.comm.as_str(), w.throttle),
+        (12_000_000, "hog", None)
+    );
+}
+
+#[test]
 fn unknown_kinds_are_skipped_and_damage_ends_the_buffer() {
     let mut bytes = Vec::new();
     let unknown = header(200, 24, 0, 1);

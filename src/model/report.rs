@@ -62,6 +62,13 @@ pub struct StallRow {
     pub signals: u32,
     pub waited: WaitedRow,
     pub culprit: Option<CulpritDetail>,
+    /// `throttled` stalls: the cgroup whose CPU quota ran out (the waiter's or an ancestor),
+    /// by path. Such a stall has no culprit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttled_cgroup: Option<String>,
+    /// That cgroup's quota, as last read from cgroupfs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaRow>,
     /// irqoff stalls: what the first tick after the gap found. A gap with
     /// no guest-side cause (idle CPU, user mode) points at the hypervisor.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -70,6 +77,12 @@ pub struct StallRow {
     /// waits merged into the stall can make it longer than the gap).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<GapRow>,
+}
+
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaRow {
+    pub quota_us: u64,
+    pub period_us: u64,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -220,6 +233,8 @@ pub struct PreemptedBy {
     pub same_cgroup: u64,
     pub other_cgroup: u64,
     pub kthread: u64,
+    /// Waits its CPU quota (or an ancestor's) explains, counted in none of the above.
+    pub throttled: u64,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -242,6 +257,10 @@ pub struct RunqEventRow {
     /// Of the wait, the time the hypervisor took this vCPU for something else.
     pub steal_ns: u64,
     pub ran_instead: RanInstead,
+    /// The cgroup whose exhausted CPU quota explains the wait; `ran_instead` only filled the
+    /// CPU meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttled_cgroup: Option<String>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]

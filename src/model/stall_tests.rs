@@ -4,7 +4,7 @@
 
 use super::tests::{analyse, MS, NOISY, ROOT, VICTIM};
 use super::*;
-use crate::event::testing::{runq_record, task};
+use crate::event::testing::{runq_record, task, throttled_runq_record};
 use crate::event::testing::{sample_record, softirq_record, syscall_record};
 use crate::event::KIND_RUNQ;
 use crate::event::KIND_TAKEOVER;
@@ -334,6 +334,38 @@ fn overlapping_signals_merge_and_nothing_counts_twice() {
     );
 }
 
+/// A saturated CPU: 30 waits of 100 ms, each overlapping the next, are not one stall of 3 s
+/// but consecutive stalls of at most a second, each counted once.
+#[test]
+fn waits_overlapping_without_end_make_stalls_of_at_most_a_second() {
+    let mut records = Vec::new();
+    for i in 0..30u64 {
+        records.extend(runq_record(
+            KIND_RUNQ,
+            0,
+            (1_100 + i * 90) * MS,
+            100 * MS,
+            task(1, "a", ROOT),
+            task(2, "b", ROOT),
+            None,
+            0,
+        ));
+    }
+    let r = analyse_records(records, None);
+    assert!(r.stalls.len() >= 3, "{:#?}", r.stalls);
+    for s in &r.stalls {
+        assert!(s.duration_ns <= stalls::MAX_MERGED_STALL_NS, "{s:#?}");
+    }
+    let signals: u32 = r.stalls.iter().map(|s| s.signals).sum();
+    assert_eq!(signals, 30, "every wait in exactly one stall");
+    let first = &r.stalls[0];
+    assert_eq!(
+        (first.start_ns, first.duration_ns),
+        (1_000 * MS, 1_000 * MS),
+        "eleven waits, up to the one that would pass a second"
+    );
+}
+
 /// Preempt=none: a long non-yielding call is only switched out on its way
 /// back to user space, after its syscall ended; the stall still names it.
 #[test]
@@ -533,4 +565,137 @@ fn sampled_fadvise_storm_tops_the_syscall_table_with_its_file() {
         ]
     );
     assert!(r.slow_syscalls.is_empty());
+}
+
+/// Case 3 as the issue saw it: three threads under a 12 ms / 100 ms quota wait ~88 ms each
+/// period while kdamond.0 and a kworker fill the CPU. The throttle is the diagnosis: no
+/// bystander is a culprit, and a neighbour's wait behind a real hog on the same CPU stays a
+/// run-queue stall of its own.
+#[test]
+fn waits_a_cpu_quota_explains_are_throttled_stalls_with_no_culprit() {
+    const THROTTLED: u64 = 4003;
+    let names = Entry::Names(NameTable {
+        cgroups: vec![
+            (ROOT, "/".into()),
+            (THROTTLED, "/quota".into()),
+            (VICTIM, "/quota/api".into()),
+            (NOISY, "/batch".into()),
+        ],
+        ..NameTable::default()
+    });
+    let throttle = Entry::Throttle(crate::stream::ThrottleSnapshot {
+        ts_ns: 0,
+        cgroups: vec![crate::stream::CgroupThrottle {
+            path: "/quota".into(),
+            quota_us: 12_000,
+            period_us: 100_000,
+            ..Default::default()
+        }],
+    });
+    let mut records = Vec::new();
+    for period in 0..3u64 {
+        let end = (1_000 + period * 100 + 99) * MS;
+        for (tid, holder) in [(301, "kdamond.0"), (302, "kworker/0:1")] {
+            records.extend(throttled_runq_record(
+                0,
+                end + u64::from(tid) * 10_000,
+                88 * MS,
+                task(tid, "api", VICTIM),
+                task(40, holder, ROOT),
+                THROTTLED,
+                87 * MS,
+            ));
+        }
+    }
+    // Later, on the same CPU, a task of /batch waits 30 ms behind a hog of the host.
+    records.extend(runq_record(
+        KIND_RUNQ,
+        0,
+        1_700 * MS,
+        30 * MS,
+        task(500, "batch", NOISY),
+        task(600, "hog", ROOT),
+        None,
+        0,
+    ));
+    let r = analyse(&[names, throttle, Entry::Records(records)]);
+
+    let throttled: Vec<_> = r
+        .stalls
+        .iter()
+        .filter(|s| s.kind == StallKind::Throttled)
+        .collect();
+    assert_eq!(throttled.len(), 3, "one per period: {:#?}", r.stalls);
+    for s in &throttled {
+        assert_eq!(s.throttled_cgroup.as_deref(), Some("/quota"));
+        assert_eq!(
+            s.quota,
+            Some(report::QuotaRow {
+                quota_us: 12_000,
+                period_us: 100_000
+            })
+        );
+        assert!(s.culprit.is_none(), "a bystander was blamed: {s:#?}");
+        assert_eq!(s.waited.cgroup.as_deref(), Some("/quota/api"));
+    }
+    assert!(r
+        .culprits
+        .iter()
+        .all(|c| c.comm != "kdamond.0" && c.comm != "kworker/0:1"));
+    let hog = r
+        .stalls
+        .iter()
+        .find(|s| s.kind == StallKind::Runq)
+        .expect("the hog's stall");
+    assert_eq!(hog.culprit.as_ref().map(|c| c.comm.as_str()), Some("hog"));
+    assert_eq!(hog.throttled_cgroup, None);
+    let event = r
+        .runq_events
+        .iter()
+        .find(|e| e.comm == "api")
+        .expect("the throttled waits are listed");
+    assert_eq!(event.throttled_cgroup.as_deref(), Some("/quota"));
+}
+
+/// A throttled wait and a neighbour's wait that overlap on one CPU are two diagnoses, not one
+/// merged stall: the throttle does not take the neighbour's culprit, nor the neighbour the
+/// throttle's kind.
+#[test]
+fn a_throttled_wait_does_not_merge_with_an_overlapping_run_queue_wait() {
+    const THROTTLED: u64 = 4003;
+    let records = [
+        throttled_runq_record(
+            0,
+            1_090 * MS,
+            80 * MS,
+            task(301, "api", THROTTLED),
+            task(600, "hog", NOISY),
+            THROTTLED,
+            78 * MS,
+        ),
+        runq_record(
+            KIND_RUNQ,
+            0,
+            1_080 * MS,
+            40 * MS,
+            task(500, "batch", VICTIM),
+            task(600, "hog", NOISY),
+            None,
+            0,
+        ),
+    ]
+    .concat();
+    let r = analyse(&[Entry::Records(records)]);
+    let kinds: Vec<_> = r
+        .stalls
+        .iter()
+        .map(|s| (s.kind, s.culprit.as_ref().map(|c| c.comm.clone())))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (StallKind::Throttled, None),
+            (StallKind::Runq, Some("hog".to_string()))
+        ]
+    );
 }

@@ -21,6 +21,10 @@ const RECENT_SAMPLES_PER_CPU: usize = 4_000;
 const RECENT_CALLS: usize = 4_096;
 /// Stack samples kept per stall.
 const SAMPLES_PER_STALL: usize = 400;
+/// The longest a stall grows by merging: on a saturated CPU waits overlap without end, and
+/// one "stall" covering minutes would hide when things went wrong. A signal that would
+/// stretch a stall past this starts the next one (a single longer signal is one stall).
+pub const MAX_MERGED_STALL_NS: u64 = 1_000_000_000;
 
 /// What kind of waiting made the stall; a merged stall takes the greatest
 /// of its signals' kinds. Serialized (and printed) by `name`.
@@ -29,6 +33,8 @@ const SAMPLES_PER_STALL: usize = 400;
 pub enum StallKind {
     /// A runnable task waited for its CPU.
     Runq,
+    /// A runnable task waited because its cgroup's (or an ancestor's) CFS quota was used up.
+    Throttled,
     /// ksoftirqd/N waited for its CPU (a takeover).
     Ksoftirqd,
     /// A raised softirq waited to run.
@@ -38,10 +44,11 @@ pub enum StallKind {
 }
 
 impl StallKind {
-    /// As in reports and the JSON: "runq", "ksoftirqd", "softirq", "irqoff".
+    /// As in reports and the JSON: "runq", "throttled", "ksoftirqd", "softirq", "irqoff".
     pub fn name(self) -> &'static str {
         match self {
             StallKind::Runq => "runq",
+            StallKind::Throttled => "throttled",
             StallKind::Ksoftirqd => "ksoftirqd",
             StallKind::Softirq => "softirq",
             StallKind::Irqoff => "irqoff",
@@ -91,6 +98,8 @@ pub struct Stall {
     pub kind: StallKind,
     pub waited: Waited,
     pub culprit: Option<Culprit>,
+    /// `Throttled` stalls: the cgroup whose CPU quota ran out (the waiter's or an ancestor).
+    pub throttled_cgroup: Option<u64>,
     /// How sure the culprit is (see `Strength`).
     strength: Strength,
     /// Among signals of that strength: ns of waiting each holder (tid)
@@ -132,6 +141,7 @@ struct Signal {
     kind: StallKind,
     waited: Waited,
     culprit: Option<Culprit>,
+    throttled_cgroup: Option<u64>,
     strength: Strength,
     sample: Option<Sample>,
 }
@@ -152,6 +162,9 @@ impl StallTracker {
     }
 
     pub fn runq(&mut self, w: &RunqWait, kind: StallKind) {
+        if let Some(throttle) = w.throttle {
+            return self.throttled(w, throttle.cgroup);
+        }
         let strength = if w.ran.tid == 0 || w.ran.comm.starts_with("ksoftirqd/") {
             Strength::None
         } else if kind == StallKind::Ksoftirqd {
@@ -172,7 +185,29 @@ impl StallTracker {
                 behind_neighbour: w.ran.tid != 0 && w.ran.cgroup != w.waiter.cgroup,
             },
             culprit: culprit_of(&w.ran, w.ran_syscall.map(|(nr, ns)| (nr, w.ts_ns - ns))),
+            throttled_cgroup: None,
             strength,
+            sample: None,
+        });
+    }
+
+    /// A wait that a CPU quota explains: whoever ran meanwhile only filled the CPU, so there
+    /// is no culprit.
+    fn throttled(&mut self, w: &RunqWait, cgroup: u64) {
+        self.add(Signal {
+            cpu: w.cpu,
+            start_ns: w.ts_ns.saturating_sub(w.wait_ns),
+            end_ns: w.ts_ns,
+            kind: StallKind::Throttled,
+            waited: Waited {
+                task: Some(w.waiter.clone()),
+                task_wait_ns: w.wait_ns,
+                task_steal_ns: w.steal_ns,
+                ..Waited::default()
+            },
+            culprit: None,
+            throttled_cgroup: Some(cgroup),
+            strength: Strength::None,
             sample: None,
         });
     }
@@ -193,6 +228,7 @@ impl StallTracker {
             } else {
                 None
             },
+            throttled_cgroup: None,
             strength: if inline {
                 Strength::Inline
             } else {
@@ -210,6 +246,7 @@ impl StallTracker {
             kind: StallKind::Irqoff,
             waited: Waited::default(),
             culprit: culprit_of(&s.task, s.syscall.map(|nr| (nr, 0))),
+            throttled_cgroup: None,
             strength: if s.task.tid == 0 {
                 Strength::None
             } else {
@@ -256,18 +293,29 @@ impl StallTracker {
         }
     }
 
+    /// Fold the signal into the stalls of its CPU it overlaps, as long as the result spans at
+    /// most MAX_MERGED_STALL_NS. A throttle is a diagnosis of its own: it merges only with
+    /// waits of the same throttle, and they with it.
     fn add(&mut self, signal: Signal) {
         let open_ids = self.open.get(&signal.cpu).cloned().unwrap_or_default();
-        let overlapping: Vec<u64> = open_ids
-            .iter()
-            .copied()
-            .filter(|&id| {
-                self.get(id)
-                    .is_some_and(|s| signal.start_ns <= s.end_ns && s.start_ns <= signal.end_ns)
-            })
-            .collect();
+        let mut span = (signal.start_ns, signal.end_ns);
+        let mut overlapping: Vec<u64> = Vec::new();
+        for &id in &open_ids {
+            let Some(s) = self.get(id) else {
+                continue;
+            };
+            let merged = (span.0.min(s.start_ns), span.1.max(s.end_ns));
+            if signal.start_ns <= s.end_ns
+                && s.start_ns <= signal.end_ns
+                && s.throttled_cgroup == signal.throttled_cgroup
+                && merged.1 - merged.0 <= MAX_MERGED_STALL_NS
+            {
+                span = merged;
+                overlapping.push(id);
+            }
+        }
         let id = match overlapping.split_first() {
-            None => self.create(signal.cpu, signal.start_ns, signal.end_ns),
+            None => self.create(&signal),
             Some((&first, rest)) => {
                 // The new signal may bridge several stalls: fold them in.
                 for &other in rest {
@@ -282,8 +330,9 @@ impl StallTracker {
         self.complete(id);
     }
 
-    /// An empty stall; `merge` gives it its signal.
-    fn create(&mut self, cpu: u32, start_ns: u64, end_ns: u64) -> u64 {
+    /// An empty stall where `signal` is; `merge` gives it the signal.
+    fn create(&mut self, signal: &Signal) -> u64 {
+        let (cpu, start_ns, end_ns) = (signal.cpu, signal.start_ns, signal.end_ns);
         let id = self.next_id;
         self.next_id += 1;
         if self.stalls.len() == MAX_STALLS {
@@ -301,6 +350,7 @@ impl StallTracker {
             kind: StallKind::Runq,
             waited: Waited::default(),
             culprit: None,
+            throttled_cgroup: signal.throttled_cgroup,
             strength: Strength::None,
             culprit_weights: Vec::new(),
             signals: 0,
@@ -460,6 +510,7 @@ impl Stall {
             kind: self.kind,
             waited: self.waited,
             culprit: self.culprit,
+            throttled_cgroup: self.throttled_cgroup,
             strength: self.strength,
             sample: self.first_tick,
         }

@@ -91,6 +91,7 @@ fn noisy_neighbour_stream() -> Vec<Entry> {
                     preempted_same_cgroup: 3,
                     preempted_other_cgroup: 250,
                     preempted_kthread: 7,
+                    preempted_throttled: 0,
                 },
                 CgroupRunq {
                     cgroup: NOISY,

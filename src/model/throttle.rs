@@ -45,6 +45,13 @@ impl ThrottleTracker {
         self.started = true;
     }
 
+    /// The quota of the cgroup at `path` as last read: (quota_us, period_us).
+    pub fn quota_of(&self, path: &str) -> Option<(u64, u64)> {
+        self.cgroups
+            .get(path)
+            .map(|(_, latest)| (latest.quota_us, latest.period_us))
+    }
+
     pub fn deltas(&self) -> Vec<ThrottleDelta> {
         self.cgroups
             .values()
@@ -103,6 +110,14 @@ mod tests {
             (50, 30, 1_295_000_000)
         );
         assert_eq!(d.usage_ns, Some(50_000_000));
+    }
+
+    #[test]
+    fn the_quota_of_a_cgroup_is_its_latest_setting() {
+        let mut t = ThrottleTracker::default();
+        t.apply(&snap(vec![cg("/web", 100, 10, 5_000_000)]));
+        assert_eq!(t.quota_of("/web"), Some((15_000, 100_000)));
+        assert_eq!(t.quota_of("/batch"), None);
     }
 
     #[test]

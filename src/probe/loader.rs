@@ -27,7 +27,24 @@ const KERNEL_STACK_SIZE: u64 = 16 << 10;
 /// memory where they must be preallocated.
 const PREALLOC_BUDGET_BYTES: usize = 32 << 20;
 
+/// The ring buffer holds what every CPU records between two drains of the reader (at the
+/// record rate limit, about 100 KiB per CPU per 100 ms poll): this much per possible CPU,
+/// rounded up to a power of two (the kernel's rule), within the bounds below.
+const RING_BYTES_PER_CPU: usize = 512 << 10;
+const RING_MIN_BYTES: usize = 4 << 20;
+const RING_MAX_BYTES: usize = 256 << 20;
+
 const FAMILIES: usize = 4;
+
+/// The ring buffer's size on a host with `cpus` possible CPUs.
+fn ring_buffer_bytes(cpus: usize) -> u32 {
+    let bytes = cpus
+        .saturating_mul(RING_BYTES_PER_CPU)
+        .checked_next_power_of_two()
+        .unwrap_or(RING_MAX_BYTES)
+        .clamp(RING_MIN_BYTES, RING_MAX_BYTES);
+    u32::try_from(bytes).expect("RING_MAX_BYTES fits a u32")
+}
 
 /// Backing storage for the skeleton instances: one per family and
 /// attach mode tried.
@@ -275,6 +292,8 @@ fn configure(
     rodata.record_rate = config.record_rate;
 
     let maps = &mut open.maps;
+    let cpus = libbpf_rs::num_possible_cpus().unwrap_or(1);
+    maps.events.set_max_entries(ring_buffer_bytes(cpus))?;
     if !use_task_storage {
         // Not task storage where it is not used: a kernel may lack the map
         // type (before 5.11). The code that would use it is dead there.
@@ -292,7 +311,6 @@ fn configure(
     if !config.features.hash_alloc_in_hooks {
         // sched_switch inserts into these under the run-queue lock: before
         // the BPF memory allocator that insert must not allocate.
-        let cpus = libbpf_rs::num_possible_cpus().unwrap_or(1);
         for map in [&mut maps.runq_by_cgroup, &mut maps.preemptors] {
             let per_entry = (map.value_size() as usize).max(1) * cpus;
             let entries = (PREALLOC_BUDGET_BYTES / per_entry).clamp(64, map.max_entries() as usize);
@@ -433,4 +451,19 @@ pub fn load_detached<'obj>(
     let skel = open.load().map_err(|e| e.to_string())?;
     seed(&skel, &config.ksoftirqd).map_err(|e| e.to_string())?;
     Ok(skel)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_buffer_grows_with_the_cpus_in_powers_of_two_within_bounds() {
+        assert_eq!(ring_buffer_bytes(1), 4 << 20);
+        assert_eq!(ring_buffer_bytes(8), 4 << 20);
+        assert_eq!(ring_buffer_bytes(12), 8 << 20);
+        assert_eq!(ring_buffer_bytes(64), 32 << 20);
+        assert_eq!(ring_buffer_bytes(4096), 256 << 20);
+        assert_eq!(ring_buffer_bytes(usize::MAX), 256 << 20);
+    }
 }

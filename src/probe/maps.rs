@@ -304,6 +304,7 @@ fn read_runq(skel: &StalltopSkel<'_>) -> Vec<CgroupRunq> {
         row.preempted_same_cgroup += s.preempted_same_cgroup;
         row.preempted_other_cgroup += s.preempted_other_cgroup;
         row.preempted_kthread += s.preempted_kthread;
+        row.preempted_throttled += s.preempted_throttled;
     };
     for (_, per_cpu) in per_cpu_array::<types::runq_slot>(&skel.maps.runq_slots) {
         per_cpu

@@ -101,18 +101,23 @@ fn spinner(name: &'static str) -> std::thread::JoinHandle<()> {
 const ATTEMPTS: usize = 3;
 
 pub(super) fn fight_for_one_cpu(config: ProbeConfig) {
+    until_clean(|| fight_once(&config));
+}
+
+struct Contaminated(String);
+
+/// Run `attempt` alone on the probes until one is not contaminated, at most ATTEMPTS times.
+fn until_clean(mut attempt: impl FnMut() -> Result<(), Contaminated>) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut reasons = Vec::new();
     for _ in 0..ATTEMPTS {
-        match fight_once(&config) {
+        match attempt() {
             Ok(()) => return,
             Err(Contaminated(why)) => reasons.push(why),
         }
     }
     panic!("every attempt was contaminated by foreign load on cpu {CPU}: {reasons:#?}");
 }
-
-struct Contaminated(String);
 
 fn fight_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     let own_cgroup = own_cgroup_id(config);
@@ -492,6 +497,116 @@ fn tp_btf_runq_stats_of_cgroups_sharing_a_slot_are_both_kept() {
     }
 }
 
+/// The CPU quota of QUOTA_US per PERIOD_US lets the throttled task run this long.
+const QUOTA_SPIN: Duration = Duration::from_millis(800);
+const QUOTA_US: u64 = 10_000;
+const PERIOD_US: u64 = 100_000;
+/// A wait at least this long of the throttled task is one its quota explains.
+const THROTTLED_WAIT_NS: u64 = 40_000_000;
+
+/// A task whose parent cgroup has a CPU quota spins beside a bystander of another cgroup on
+/// one CPU: its long waits are throttles of the parent (found up the cgroup hierarchy in the
+/// kernel), not the bystander's doing.
+fn quota_throttles_the_waiter(config: ProbeConfig) {
+    until_clean(|| quota_throttles_once(&config));
+}
+
+fn quota_throttles_once(config: &ProbeConfig) -> Result<(), Contaminated> {
+    let quota = ScratchCgroup::create();
+    quota.set_quota(QUOTA_US, PERIOD_US);
+    let task = quota.child();
+    let mut storage = ObjectStorage::default();
+    let mut session = Session::start(config, &mut storage).expect("probes load");
+
+    let bystander = std::thread::spawn(|| {
+        pin_to(CPU);
+        set_name(c"st-bystander");
+        let end = Instant::now() + QUOTA_SPIN;
+        while Instant::now() < end {
+            std::hint::spin_loop();
+        }
+    });
+    let throttled = std::thread::spawn(move || {
+        task.run_child_on_cpu(CPU, || {
+            set_name(c"st-quota");
+            let end = Instant::now() + QUOTA_SPIN;
+            while Instant::now() < end {
+                std::hint::spin_loop();
+            }
+        })
+        .then_some(task)
+    });
+    let mut records = Vec::new();
+    let deadline = Instant::now() + QUOTA_SPIN + Duration::from_millis(300);
+    while Instant::now() < deadline {
+        records.extend(session.poll(Duration::from_millis(50)));
+    }
+    bystander.join().unwrap();
+    let task = throttled
+        .join()
+        .unwrap()
+        .expect("the child in the quota's cgroup ran");
+    records.extend(session.poll(Duration::from_millis(10)));
+    let snapshot = session.snapshot(host::monotonic_ns());
+
+    let long_waits: Vec<_> = event::decode(&records)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ok(Event::Runq(w)) if w.waiter.comm == "st-quota" && w.wait_ns >= THROTTLED_WAIT_NS => {
+                Some(w)
+            }
+            _ => None,
+        })
+        .collect();
+    let unexplained: Vec<_> = long_waits.iter().filter(|w| w.throttle.is_none()).collect();
+    if let Some(w) = unexplained.iter().find(|w| w.ran.comm != "st-bystander") {
+        return Err(Contaminated(format!(
+            "st-quota waited behind {}",
+            w.ran.comm
+        )));
+    }
+    assert!(
+        unexplained.is_empty(),
+        "long waits blamed on the bystander, not the quota: {unexplained:#?}"
+    );
+    let throttles: Vec<_> = long_waits.iter().filter_map(|w| w.throttle).collect();
+    assert!(
+        throttles.len() >= 3,
+        "{} throttled waits of st-quota in {QUOTA_SPIN:?} under {QUOTA_US}us/{PERIOD_US}us: {long_waits:#?}",
+        throttles.len()
+    );
+    for t in &throttles {
+        assert_eq!(
+            t.cgroup,
+            quota.id(),
+            "the throttled cgroup is the parent with the quota"
+        );
+    }
+    let row = snapshot
+        .runq
+        .iter()
+        .find(|r| r.cgroup == task.id())
+        .unwrap_or_else(|| panic!("no runq stats for {}: {:?}", task.id(), snapshot.runq));
+    assert!(row.preempted_throttled >= 3, "{row:?}");
+    Ok(())
+}
+
+#[test]
+fn tp_btf_probes_blame_a_cpu_quota_not_the_bystander() {
+    quota_throttles_the_waiter(config(AttachMode::TpBtf));
+}
+
+#[test]
+fn raw_tp_probes_blame_a_cpu_quota_not_the_bystander() {
+    quota_throttles_the_waiter(config(AttachMode::RawTp));
+}
+
+/// Name the calling thread (its comm). No allocation: safe in a forked child.
+fn set_name(name: &std::ffi::CStr) {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string, alive here.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+}
+
 /// A cgroup of our own in the attributed hierarchy, removed on drop.
 struct ScratchCgroup {
     dir: std::path::PathBuf,
@@ -507,6 +622,33 @@ impl ScratchCgroup {
             .join(format!("stalltop-probe-test-{}-{n}", std::process::id()));
         std::fs::create_dir(&dir).unwrap();
         ScratchCgroup { dir }
+    }
+
+    /// A cgroup inside this one (remove it first: drop it first).
+    fn child(&self) -> Self {
+        let dir = self.dir.join("task");
+        std::fs::create_dir(&dir).unwrap();
+        ScratchCgroup { dir }
+    }
+
+    /// A CFS quota of `quota_us` per `period_us`: cpu.cfs_quota_us under v1, cpu.max under
+    /// v2 (with the cpu controller enabled at the root for it).
+    fn set_quota(&self, quota_us: u64, period_us: u64) {
+        let hierarchy = crate::cgroup::Hierarchy::detect().unwrap();
+        let write = |file: &str, value: String| {
+            let path = self.dir.join(file);
+            std::fs::write(&path, &value)
+                .unwrap_or_else(|e| panic!("write {value} to {}: {e}", path.display()))
+        };
+        if hierarchy.uses_v1_cpu() {
+            write("cpu.cfs_period_us", period_us.to_string());
+            write("cpu.cfs_quota_us", quota_us.to_string());
+        } else {
+            let control = hierarchy.root().join("cgroup.subtree_control");
+            std::fs::write(&control, "+cpu")
+                .unwrap_or_else(|e| panic!("enable cpu in {}: {e}", control.display()));
+            write("cpu.max", format!("{quota_us} {period_us}"));
+        }
     }
 
     fn id(&self) -> u64 {

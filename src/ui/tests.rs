@@ -349,6 +349,25 @@ fn detail_popup_of_a_wait_the_hypervisor_stretched() {
     insta::assert_snapshot!(s);
 }
 
+/// Case 3: the wait its pod's quota explains names the quota, not node-exporter, which only
+/// filled the CPU meanwhile.
+#[test]
+fn detail_popup_of_a_throttled_stall() {
+    let s = details_of_newest_stall("comm:shop-api");
+    assert_shows(
+        &s,
+        &[
+            "throttled 62ms on CPU 0",
+            "out of CPU quota",
+            "shop-api pid 5151",
+            "Cause",
+            "throttled by its CPU quota (800ms / 100ms)",
+        ],
+    );
+    assert!(!s.contains("node-exporter"), "a bystander is blamed:\n{s}");
+    insta::assert_snapshot!(s);
+}
+
 #[test]
 fn detail_popups_of_a_culprit_a_container_and_a_syscall() {
     let mut app = replay_at_end(fixtures::busy(), 120, 44);

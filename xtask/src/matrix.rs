@@ -157,16 +157,26 @@ fn target_dir() -> PathBuf {
 
 /// Boots `kernel` with the plan's initramfs and judges what it reported. Fails only when
 /// interrupted; a guest that failed, timed out or died is a judged failure. A guest whose
-/// results port stalled (its console shows the script went on) is booted once more.
+/// results port stalled (its console shows the script went on), or that livelocked in the
+/// emulator while kernel text was patched, is booted once more.
 fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> Result<GuestRun> {
     let dir = workdir.join(&kernel.release);
     fs::create_dir_all(&dir).with_context(|| format!("mkdir -p {}", dir.display()))?;
     let mut attempt = boot(&kernel, plan, initramfs, &dir)?;
-    if let Some(tag) = &attempt.stalled_section {
+    let emulator_fault = match (&attempt.stalled_section, &attempt.text_patching_lockup) {
+        (Some(tag), _) => Some(format!(
+            "the results port stalled while sending {tag} (the console shows the guest went \
+             on: a lost UART interrupt, not a guest failure)"
+        )),
+        (None, Some(lockup)) => Some(format!(
+            "{lockup} while another CPU patched kernel text (int3): a livelock of the \
+             emulator's stale translation, not of the guest"
+        )),
+        (None, None) => None,
+    };
+    if let Some(why) = emulator_fault {
         eprintln!(
-            "kernel-matrix: {}: the results port stalled while sending {tag} (the console \
-             shows the guest went on: a lost UART interrupt, not a guest failure); failed \
-             checks of this boot: {}; booting it once more",
+            "kernel-matrix: {}: {why}; failed checks of this boot: {}; booting it once more",
             kernel.release,
             attempt.judged.failures.join("; ")
         );
@@ -185,6 +195,8 @@ struct Boot {
     judged: Judged,
     /// Set when the guest was killed with its results port stalled in this section.
     stalled_section: Option<String>,
+    /// Set when the guest died of a soft lockup while kernel text was being patched.
+    text_patching_lockup: Option<String>,
 }
 
 fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Boot> {
@@ -216,6 +228,7 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
     let output = GuestOutput::parse(&text);
     let mut judged = guest::judge(&output, target, plan);
     let mut stalled_section = None;
+    let mut text_patching_lockup = None;
     if outcome.is_err() || !output.done {
         // The firmware's screen control sequences are no use in a message.
         let console: String = fs::read(&guest.console)
@@ -227,6 +240,7 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
         if outcome.is_err() {
             stalled_section = guest_output::stalled_section(&console);
         }
+        text_patching_lockup = guest_output::text_patching_lockup(&console);
         let how = match &outcome {
             Err(err) => format!("{err:#}"),
             Ok(_) => "the guest stopped before the end of its script".into(),
@@ -247,6 +261,7 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
         wall,
         judged,
         stalled_section,
+        text_patching_lockup,
     })
 }
 

@@ -12,7 +12,8 @@ use crate::model::{Report, RunqRow, StallKind, StallRow, SyscallRow};
 
 pub fn kind_tone(kind: StallKind) -> Tone {
     match kind {
-        StallKind::Runq => Tone::Runq,
+        // A throttled task waited on the run queue too: same colour, its own label.
+        StallKind::Runq | StallKind::Throttled => Tone::Runq,
         StallKind::Ksoftirqd => Tone::Ksoftirqd,
         StallKind::Softirq => Tone::Softirq,
         StallKind::Irqoff => Tone::Irqoff,
@@ -46,8 +47,30 @@ pub fn waited_text(stall: &StallRow) -> String {
     }
 }
 
+/// What kept a throttled stall's task off: "throttled by its CPU quota (12ms / 100ms)", with
+/// the cgroup when the quota is an ancestor's.
+pub fn throttle_text(stall: &StallRow) -> Option<String> {
+    let cgroup = stall.throttled_cgroup.as_ref()?;
+    let quota = stall.quota.map_or(String::new(), |q| {
+        format!(
+            " ({} / {})",
+            format::duration(q.quota_us * 1000),
+            format::duration(q.period_us * 1000)
+        )
+    });
+    let whose = if stall.waited.cgroup.as_ref() == Some(cgroup) {
+        "its".to_string()
+    } else {
+        format!("{cgroup}'s")
+    };
+    Some(format!("throttled by {whose} CPU quota{quota}"))
+}
+
 /// Who held the CPU, as a chain: task, container, syscall, file, on-CPU.
 pub fn culprit_chain(stall: &StallRow) -> String {
+    if let Some(throttle) = throttle_text(stall) {
+        return throttle;
+    }
     let Some(c) = &stall.culprit else {
         return "(nobody seen holding the CPU)".into();
     };

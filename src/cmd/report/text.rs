@@ -37,7 +37,7 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(out, "\nRun-queue latency by cgroup (waits for a CPU)");
     let _ = writeln!(
         out,
-        "  {:<40} {:>8} {:>9} {:>9} {:>9}  preempted by own/other/kthread, top preemptor",
+        "  {:<40} {:>8} {:>9} {:>9} {:>9}  preempted by own/other/kthread/quota, top preemptor",
         "cgroup", "waits", "p50", "p99", "max"
     );
     for row in &r.runq {
@@ -48,7 +48,7 @@ pub fn render(r: &Report) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {:<40} {:>8} {:>9} {:>9} {:>9}  {}/{}/{} {}",
+            "  {:<40} {:>8} {:>9} {:>9} {:>9}  {}/{}/{}/{} {}",
             clip(&row.cgroup, 40),
             row.count,
             ms(row.p50_ns),
@@ -57,6 +57,7 @@ pub fn render(r: &Report) -> String {
             row.preempted_by.same_cgroup,
             row.preempted_by.other_cgroup,
             row.preempted_by.kthread,
+            row.preempted_by.throttled,
             top
         );
     }
@@ -70,7 +71,7 @@ pub fn render(r: &Report) -> String {
     for e in r.runq_events.iter().rev().take(20).rev() {
         let _ = writeln!(
             out,
-            "  cpu {:<3} {:>9}  {} [{}] {} waited; {} [{}] {} had the CPU{}",
+            "  cpu {:<3} {:>9}  {} [{}] {} waited; {} [{}] {} had the CPU{}{}",
             e.cpu,
             ms(e.wait_ns),
             e.comm,
@@ -79,7 +80,10 @@ pub fn render(r: &Report) -> String {
             e.ran_instead.comm,
             e.ran_instead.pid,
             e.ran_instead.cgroup,
-            host_share(e.steal_ns)
+            host_share(e.steal_ns),
+            e.throttled_cgroup
+                .as_ref()
+                .map_or(String::new(), |c| format!(", the CPU quota of {c} used up"))
         );
     }
 
@@ -135,9 +139,19 @@ fn stalls_text(out: &mut String, r: &Report) {
             text
         });
         let waited = format!("{waited}{}", host_share(s.waited.steal_ns.unwrap_or(0)));
+        let cause = match &s.throttled_cgroup {
+            Some(cgroup) => format!(
+                "the CPU quota of {cgroup}{} ran out",
+                s.quota.map_or(String::new(), |q| format!(
+                    " ({}us per {}us)",
+                    q.quota_us, q.period_us
+                ))
+            ),
+            None => format!("held by {culprit}"),
+        };
         let _ = writeln!(
             out,
-            "  cpu {:<3} {:>9} {:<9} {waited} waited; held by {culprit}",
+            "  cpu {:<3} {:>9} {:<9} {waited} waited; {cause}",
             s.cpu,
             ms(s.duration_ns),
             s.kind

@@ -71,6 +71,7 @@ pub(in crate::model) fn build(a: &Analysis) -> Report {
 }
 
 fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
+    let throttled_cgroup = s.throttled_cgroup.map(|id| a.cgroup_path(id));
     StallRow {
         id: s.id,
         cpu: s.cpu,
@@ -87,6 +88,14 @@ fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
             steal_ns: s.waited.task.as_ref().map(|_| s.waited.task_steal_ns),
         },
         culprit: s.culprit.as_ref().map(|c| culprit_detail(a, c, &s.samples)),
+        quota: throttled_cgroup
+            .as_deref()
+            .and_then(|path| a.throttle.quota_of(path))
+            .map(|(quota_us, period_us)| QuotaRow {
+                quota_us,
+                period_us,
+            }),
+        throttled_cgroup,
         evidence: s.first_tick.as_ref().map(|t| gap_evidence(a, t)),
         gap: s.first_tick.as_ref().map(|t| GapRow {
             start_ns: t.ts_ns.saturating_sub(t.gap_ns),
@@ -197,8 +206,8 @@ fn syscall_rows(a: &Analysis) -> Vec<SyscallRow> {
             top_paths: top_paths(a, nr, &container),
             container,
             count: acc.count,
-            p50_ns: (acc.wall.count() > 0).then(|| acc.wall.quantile(0.5)),
-            p99_ns: (acc.wall.count() > 0).then(|| acc.wall.quantile(0.99)),
+            p50_ns: (acc.wall.count() > 0).then(|| acc.wall.quantile_at_most(0.5, acc.max_ns)),
+            p99_ns: (acc.wall.count() > 0).then(|| acc.wall.quantile_at_most(0.99, acc.max_ns)),
             max_ns: acc.max_ns,
             total_ns: acc.total_ns,
             oncpu_total_ns: acc.oncpu_total_ns,
@@ -264,8 +273,8 @@ fn softirq_rows(a: &Analysis) -> Vec<SoftirqRow> {
             cpu: s.cpu,
             vector: softirq_name(s.vector),
             count: s.count,
-            p50_ns: s.delay.quantile(0.5),
-            p99_ns: s.delay.quantile(0.99),
+            p50_ns: s.delay.quantile_at_most(0.5, s.delay_max_ns),
+            p99_ns: s.delay.quantile_at_most(0.99, s.delay_max_ns),
             max_ns: s.delay_max_ns,
             in_ksoftirqd: s.runs_in_ksoftirqd,
             run_total_ns: s.run_total_ns,
@@ -318,14 +327,15 @@ fn runq_row(a: &Analysis, r: &CgroupRunq) -> RunqRow {
         container: container_of(&cgroup),
         cgroup,
         count: r.count,
-        p50_ns: r.latency.quantile(0.5),
-        p99_ns: r.latency.quantile(0.99),
+        p50_ns: r.latency.quantile_at_most(0.5, r.max_ns),
+        p99_ns: r.latency.quantile_at_most(0.99, r.max_ns),
         max_ns: r.max_ns,
         total_ns: r.total_ns,
         preempted_by: PreemptedBy {
             same_cgroup: r.preempted_same_cgroup,
             other_cgroup: r.preempted_other_cgroup,
             kthread: r.preempted_kthread,
+            throttled: r.preempted_throttled,
         },
         top_preemptors,
     }
@@ -349,6 +359,7 @@ fn runq_event_row(a: &Analysis, w: &RunqWait) -> RunqEventRow {
             cgroup: a.cgroup_path(w.ran.cgroup),
             syscall_nr: w.ran_syscall.map(|(nr, _)| nr),
         },
+        throttled_cgroup: w.throttle.map(|t| a.cgroup_path(t.cgroup)),
     }
 }
 

@@ -86,7 +86,7 @@ pub const QUIET: &str = r#"{
       "throttling": []
     }"#;
 
-/// A clean throttle run: 20 requests, 19 of them throttled.
+/// A clean throttle run: 20 requests, 19 of them throttled; 7 throttled stalls.
 pub const THROTTLE: &str = r#"{
       "version": 1,
       "host": {"hostname": "vm", "kernel": "6.18.44-fc", "cpus": 2},
@@ -95,7 +95,37 @@ pub const THROTTLE: &str = r#"{
                    "syscall_wall_threshold_ns": 10000000, "syscall_oncpu_threshold_ns": 1000000,
                    "syscalls": "exact",
                    "sample_hz": 1000, "attach": "tp_btf"},
-      "stalls": [], "takeovers": [], "culprits": [], "syscalls": [], "softirq": [],
+      "stalls": [
+        {"id": 0, "cpu": 1, "start_ns": 1020000000, "duration_ns": 82000000,
+         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
+                    "wait_ns": 82000000}, "culprit": null},
+        {"id": 1, "cpu": 1, "start_ns": 1120000000, "duration_ns": 82000000,
+         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
+                    "wait_ns": 82000000}, "culprit": null},
+        {"id": 2, "cpu": 1, "start_ns": 1220000000, "duration_ns": 82000000,
+         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
+                    "wait_ns": 82000000}, "culprit": null},
+        {"id": 3, "cpu": 1, "start_ns": 1320000000, "duration_ns": 82000000,
+         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
+                    "wait_ns": 82000000}, "culprit": null},
+        {"id": 4, "cpu": 1, "start_ns": 1420000000, "duration_ns": 82000000,
+         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
+                    "wait_ns": 82000000}, "culprit": null},
+        {"id": 5, "cpu": 1, "start_ns": 1520000000, "duration_ns": 82000000,
+         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
+                    "wait_ns": 82000000}, "culprit": null},
+        {"id": 6, "cpu": 1, "start_ns": 1620000000, "duration_ns": 82000000,
+         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
+                    "wait_ns": 82000000}, "culprit": null}
+      ],
+       "takeovers": [], "culprits": [], "syscalls": [], "softirq": [],
       "softirq_stolen": [],
       "lost_events": {"runq": 0, "syscall": 0},
       "runq": [],

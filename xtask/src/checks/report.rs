@@ -55,6 +55,9 @@ pub struct Stall {
     pub kind: String,
     pub waited: Waited,
     pub culprit: Option<Culprit>,
+    /// throttled stalls: the cgroup whose CPU quota ran out.
+    #[serde(default)]
+    pub throttled_cgroup: Option<String>,
     /// irqoff stalls: the longest gap between sampler ticks.
     pub gap: Option<Gap>,
 }

@@ -1,8 +1,9 @@
 //! The throttle check: stalltop's throttling row for the cgroup matches the scenario's own
-//! cpu.stat delta.
+//! cpu.stat delta, and the cgroup's long waits are throttled stalls that blame its quota, not
+//! the bystander that ran meanwhile.
 
 use super::pretty;
-use super::report::Report;
+use super::report::{Report, Stall};
 use crate::scenario::CpuStatDelta;
 
 /// Absolute slack on the throttled-period count: stalltop and the scenario read the counters
@@ -14,6 +15,12 @@ const THROTTLED_COUNT_SLACK: u64 = 2;
 const THROTTLED_COUNT_PERCENT: u64 = 10;
 /// Relative tolerance on throttled time.
 const THROTTLED_TIME_PERCENT: u64 = 20;
+/// A wait of the cgroup's threads this long is a throttle: unthrottled, a request thread
+/// waits for at most its three siblings' and the light bystander's slices of a few ms.
+const LONG_WAIT_NS: u64 = 30_000_000;
+/// At least one throttled stall per this many throttled periods (a throttle late in a period
+/// makes a wait under the stall threshold, and waits of one throttle merge into one stall).
+const PERIODS_PER_THROTTLED_STALL: u64 = 3;
 
 /// throttle: stalltop's throttling row for the cgroup matches the scenario's own cpu.stat delta.
 pub fn check(report: &Report, truth: &CpuStatDelta) -> Result<(), String> {
@@ -65,6 +72,45 @@ pub fn check(report: &Report, truth: &CpuStatDelta) -> Result<(), String> {
             row.throttled_ns, truth.throttled_ns
         ));
     }
+    check_stalls(report, truth)
+}
+
+/// The cgroup's long waits are `throttled` stalls naming the cgroup, with no culprit.
+fn check_stalls(report: &Report, truth: &CpuStatDelta) -> Result<(), String> {
+    let ours = |s: &&Stall| s.waited.cgroup.as_deref() == Some(truth.cgroup.as_str());
+    let blamed: Vec<&Stall> = report
+        .stalls
+        .iter()
+        .filter(ours)
+        .filter(|s| s.duration_ns >= LONG_WAIT_NS)
+        .filter(|s| {
+            s.kind != "throttled"
+                || s.culprit.is_some()
+                || s.throttled_cgroup.as_deref() != Some(truth.cgroup.as_str())
+        })
+        .collect();
+    if !blamed.is_empty() {
+        return Err(report.annotate(format!(
+            "waits of {} of {} ms or more are not throttled stalls of its quota:\n{}",
+            truth.cgroup,
+            LONG_WAIT_NS / 1_000_000,
+            pretty(&blamed)
+        )));
+    }
+    let throttled = report
+        .stalls
+        .iter()
+        .filter(ours)
+        .filter(|s| s.kind == "throttled")
+        .count() as u64;
+    let wanted = truth.nr_throttled.div_ceil(PERIODS_PER_THROTTLED_STALL);
+    if throttled < wanted {
+        return Err(report.annotate(format!(
+            "{throttled} throttled stalls of {}, want at least {wanted} for its {} throttled \
+             periods (one per {PERIODS_PER_THROTTLED_STALL})",
+            truth.cgroup, truth.nr_throttled
+        )));
+    }
     Ok(())
 }
 
@@ -73,7 +119,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::checks::fixtures::{assert_fails, report, with, THROTTLE};
+    use crate::checks::fixtures::{assert_fails, culprit, report, with, THROTTLE};
 
     fn throttle_truth(nr_throttled: u64, throttled_ns: u64) -> CpuStatDelta {
         CpuStatDelta {
@@ -111,6 +157,35 @@ mod tests {
     fn throttle_fails_without_throttling() {
         let row = with(THROTTLE, "/throttling/0/nr_throttled", json!(0));
         assert_fails(check(&row, &throttle_truth(1, 1)), "nr_throttled is 0");
+    }
+
+    #[test]
+    fn throttle_fails_when_a_long_wait_blames_the_bystander() {
+        let runq = with(THROTTLE, "/stalls/2/kind", json!("runq"));
+        let result = check(&runq, &throttle_truth(19, 1_520_000_000));
+        assert_fails(result, "are not throttled stalls of its quota");
+        let blamed = with(
+            THROTTLE,
+            "/stalls/3/culprit",
+            culprit(900, "hog", "/stalltop_bystander", None),
+        );
+        let result = check(&blamed, &throttle_truth(19, 1_520_000_000));
+        assert_fails(result, "are not throttled stalls of its quota");
+    }
+
+    #[test]
+    fn throttle_fails_with_too_few_throttled_stalls() {
+        // 19 throttled periods want ceil(19 / 3) = 7 stalls; one is of another cgroup.
+        let other = with(
+            THROTTLE,
+            "/stalls/0/waited/cgroup",
+            json!("/stalltop_bystander"),
+        );
+        let result = check(&other, &throttle_truth(19, 1_520_000_000));
+        assert_fails(
+            result,
+            "6 throttled stalls of /stalltop_throttled, want at least 7",
+        );
     }
 
     #[test]

@@ -30,6 +30,19 @@ pub fn stalled_section(console: &str) -> Option<String> {
     sending.map(str::to_string)
 }
 
+/// The soft lockup line of a guest that livelocked in the emulator: a CPU stuck while another
+/// patched kernel text through the int3 handler (a tracepoint's static key switched as programs
+/// attach or detach). Under TCG the stuck CPU can keep running its stale translation of the
+/// patched code; on hardware the patch completes in microseconds. Any other lockup is not this.
+pub fn text_patching_lockup(console: &str) -> Option<String> {
+    let lockup = console
+        .lines()
+        .find(|line| line.contains("watchdog: BUG: soft lockup"))?;
+    console
+        .contains("asm_exc_int3")
+        .then(|| lockup.trim().to_string())
+}
+
 /// One step's output and exit status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Section {
@@ -146,6 +159,20 @@ mod tests {
             "[ 70.1] kernel-matrix: sending kernel\n[ 70.2] kernel-matrix: sent kernel\n";
         assert_eq!(stalled_section(finished), None);
         assert_eq!(stalled_section("Booting from ROM...\n"), None);
+    }
+
+    #[test]
+    fn only_a_soft_lockup_beside_text_patching_is_the_emulator_s() {
+        let lockup =
+            "[   64.418438] watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [timeout:102]\n\
+                      [   64.421229] Kernel panic - not syncing: softlockup: hung tasks\n";
+        let patching = "[   64.431535] RIP: 0010:asm_exc_int3+0x0/0x40\n";
+        assert_eq!(
+            text_patching_lockup(&format!("{lockup}{patching}")).as_deref(),
+            Some("[   64.418438] watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [timeout:102]")
+        );
+        assert_eq!(text_patching_lockup(lockup), None);
+        assert_eq!(text_patching_lockup(patching), None);
     }
 
     #[test]
