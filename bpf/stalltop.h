@@ -183,7 +183,13 @@ enum syscall_arg_how {
 	SYSCALL_ARG_FD1 = 2,   /* arg 1 is a file descriptor */
 	SYSCALL_ARG_PATH0 = 3, /* arg 0 is a user path string */
 	SYSCALL_ARG_PATH1 = 4, /* arg 1 is a user path string */
-	SYSCALL_ARG_MASK = 0x7f,
+	SYSCALL_ARG_MASK = 0x1f,
+	/* Flag: a read that sleeps by design when its fd is a socket, pipe or
+	 * character device (it waits for the other end). */
+	SYSCALL_WAITS_ON_STREAM = 0x20,
+	/* Flag: fcntl, which sleeps by design when it waits for a lock
+	 * (F_SETLKW, F_OFD_SETLKW). */
+	SYSCALL_WAITS_FOR_LOCK = 0x40,
 	/* Flag: the call sleeps by design (epoll_wait, futex, nanosleep, ...):
 	 * a long wall time is not news; only its on-CPU time can make it slow. */
 	SYSCALL_WAITS = 0x80,

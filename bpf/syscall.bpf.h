@@ -315,9 +315,42 @@ static __always_inline void syscall_event_send(const struct task_ref *task, __s3
 	record_submit(e);
 }
 
-static __always_inline bool syscall_waits(__u32 nr)
+#define F_SETLKW 7
+#define F_OFD_SETLKW 38
+#define S_IFMT 0170000
+#define S_IFSOCK 0140000
+#define S_IFIFO 0010000
+#define S_IFCHR 0020000
+
+/* Whether the running task's `fd` is a socket, pipe or character device.
+ * (A global function: its walk of the fd table is verified once.) */
+__noinline int fd_is_stream(__u32 fd)
 {
-	return nr < SYSCALL_NR_MAX && (syscall_arg[nr & (SYSCALL_NR_MAX - 1)] & SYSCALL_WAITS);
+	struct file *f = file_of_fd((struct task_struct *)bpf_get_current_task(), fd);
+	__u32 mode;
+
+	if (!f)
+		return 0;
+	mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
+	return mode == S_IFSOCK || mode == S_IFIFO || mode == S_IFCHR;
+}
+
+/* Whether call `c` of the running task slept by design: its call does
+ * (SYSCALL_WAITS), or it read a stream, or it waited for a lock. */
+static __always_inline bool call_waits(const struct call *c)
+{
+	__u8 flags = c->nr >= 0 && c->nr < SYSCALL_NR_MAX ?
+			     syscall_arg[c->nr & (SYSCALL_NR_MAX - 1)] :
+			     0;
+
+	if (flags & SYSCALL_WAITS)
+		return true;
+	if (flags & SYSCALL_WAITS_FOR_LOCK)
+		return c->arg1 == F_SETLKW || c->arg1 == F_OFD_SETLKW;
+	if (flags & SYSCALL_WAITS_ON_STREAM)
+		return fd_is_stream((flags & SYSCALL_ARG_MASK) == SYSCALL_ARG_FD1 ? c->arg1 :
+										    c->arg0);
+	return false;
 }
 
 static __always_inline void on_sys_exit(bool btf)
@@ -334,7 +367,7 @@ static __always_inline void on_sys_exit(bool btf)
 	cgroup = task_cgroup(btf, current_task(btf));
 	syscall_record(cgroup, c->nr, wall, c->oncpu_ns);
 	if (c->oncpu_ns >= syscall_oncpu_threshold_ns ||
-	    (wall >= syscall_wall_threshold_ns && !syscall_waits(c->nr))) {
+	    (wall >= syscall_wall_threshold_ns && !call_waits(c))) {
 		struct task_ref task;
 
 		task_ref_set(btf, &task, current_task(btf), cgroup);

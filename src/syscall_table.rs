@@ -22,6 +22,14 @@ pub enum FileArg {
 }
 
 const WAITS_FLAG: u8 = syscall_arg_how::SYSCALL_WAITS.0 as u8;
+const WAITS_ON_STREAM_FLAG: u8 = syscall_arg_how::SYSCALL_WAITS_ON_STREAM.0 as u8;
+const WAITS_FOR_LOCK_FLAG: u8 = syscall_arg_how::SYSCALL_WAITS_FOR_LOCK.0 as u8;
+
+/// Reads that sleep by design on a socket, pipe or terminal (SYSCALL_WAITS_ON_STREAM): the
+/// BPF side looks at the fd's file only for a call over the wall threshold.
+const STREAM_READS: &[&str] = &["read", "readv", "recvfrom", "recvmsg", "recvmmsg"];
+/// Calls that sleep by design when they wait for a lock (SYSCALL_WAITS_FOR_LOCK).
+const LOCK_WAITS: &[&str] = &["fcntl"];
 
 /// Calls that sleep by design: their wall time alone does not make them
 /// slow (SYSCALL_WAITS). These exist on every architecture.
@@ -45,6 +53,11 @@ const WAITS: &[&str] = &[
     "semtimedop",
     "accept",
     "accept4",
+    "connect",
+    "flock",
+    "io_uring_enter",
+    "mq_timedreceive",
+    "restart_syscall",
 ];
 
 /// Where calls keep their file; these exist on every architecture.
@@ -147,7 +160,7 @@ const FILE_ARGS: &[(FileArg, &[&str])] = &[
 
 /// x86_64's own calls: the older ones the generic table (arm64) left out
 /// in favour of the `*at`, `p*` and `*64` calls above.
-const X86_64_WAITS: &[&str] = &["epoll_wait", "poll", "select", "pause"];
+const X86_64_WAITS: &[&str] = &["epoll_wait", "poll", "select", "pause", "vfork"];
 const X86_64_FILE_ARGS: &[(FileArg, &[&str])] = &[
     (FileArg::Fd0, &["getdents"]),
     (
@@ -235,9 +248,16 @@ impl Abi {
                 table[nr] = how as u8;
             }
         }
-        for name in self.waits() {
-            if let Some(nr) = index(name) {
-                table[nr] |= WAITS_FLAG;
+        let flagged = [
+            (WAITS_FLAG, self.waits().collect::<Vec<_>>()),
+            (WAITS_ON_STREAM_FLAG, STREAM_READS.to_vec()),
+            (WAITS_FOR_LOCK_FLAG, LOCK_WAITS.to_vec()),
+        ];
+        for (flag, names) in flagged {
+            for name in names {
+                if let Some(nr) = index(name) {
+                    table[nr] |= flag;
+                }
             }
         }
         table
@@ -268,7 +288,10 @@ mod tests {
         assert_eq!(X86_64.name(100_000), "syscall_100000");
         let table = X86_64.file_arg_table();
         let of = |s: Sysno| table[s.id() as usize];
-        assert_eq!(of(Sysno::read), FileArg::Fd0 as u8);
+        assert_eq!(of(Sysno::read), FileArg::Fd0 as u8 | WAITS_ON_STREAM_FLAG);
+        assert_eq!(of(Sysno::fcntl), FileArg::Fd0 as u8 | WAITS_FOR_LOCK_FLAG);
+        assert_eq!(of(Sysno::flock), FileArg::Fd0 as u8 | WAITS_FLAG);
+        assert_eq!(of(Sysno::vfork), WAITS_FLAG);
         assert_eq!(of(Sysno::fadvise64), FileArg::Fd0 as u8);
         assert_eq!(of(Sysno::getdents64), FileArg::Fd0 as u8);
         assert_eq!(of(Sysno::getdents), FileArg::Fd0 as u8);
@@ -285,7 +308,9 @@ mod tests {
         // Numbers of the generic table (asm-generic/unistd.h, 64-bit).
         let table = AARCH64.file_arg_table();
         for (nr, name, expected) in [
-            (63, "read", FileArg::Fd0 as u8),
+            (63, "read", FileArg::Fd0 as u8 | WAITS_ON_STREAM_FLAG),
+            (25, "fcntl", FileArg::Fd0 as u8 | WAITS_FOR_LOCK_FLAG),
+            (128, "restart_syscall", WAITS_FLAG),
             (223, "fadvise64", FileArg::Fd0 as u8),
             (61, "getdents64", FileArg::Fd0 as u8),
             (56, "openat", FileArg::Path1 as u8),
@@ -307,7 +332,11 @@ mod tests {
     #[test]
     fn every_listed_call_exists_on_its_architecture() {
         for (arch, abi) in [("x86_64", &X86_64), ("aarch64", &AARCH64)] {
-            let names = abi.file_args().map(|(_, name)| name).chain(abi.waits());
+            let names = abi
+                .file_args()
+                .map(|(_, name)| name)
+                .chain(abi.waits())
+                .chain(STREAM_READS.iter().chain(LOCK_WAITS).copied());
             for name in names {
                 let nr = (abi.number)(name);
                 assert!(nr.is_some_and(|nr| nr < NR_MAX), "{name} on {arch}: {nr:?}");

@@ -309,11 +309,21 @@ fn tp_btf_probes_timing_waits_from_wakeups_count_each_wakeup() {
         .iter()
         .find(|r| r.cgroup == sleeper.id())
         .unwrap_or_else(|| panic!("no waits of the sleeper: {:?}", snapshot.runq));
+    // A wakeup whose task state, or a wait whose per-CPU stats entry, could not be made (the
+    // BPF allocator's cache can be empty in the scheduler's hooks) is counted as dropped.
+    let dropped: u64 = snapshot
+        .counters
+        .map_full
+        .iter()
+        .filter(|(map, _)| map == "tasks" || map == "runq_by_cgroup")
+        .map(|(_, n)| n)
+        .sum();
     // Its sleeps, plus a few switches of its own start and exit.
     assert!(
-        (SLEEPS..=SLEEPS + 10).contains(&row.count),
-        "{} waits for {SLEEPS} wakeups: {row:?}",
-        row.count
+        (SLEEPS..=SLEEPS + 10).contains(&(row.count + dropped)),
+        "{} waits and {dropped} dropped for {SLEEPS} wakeups: {row:?}; counters {:?}",
+        row.count,
+        snapshot.counters
     );
 }
 
@@ -350,6 +360,108 @@ pub(super) fn syscall_row(
         .syscalls
         .iter()
         .find(|r| r.cgroup == cgroup && r.nr == nr)
+}
+
+/// How long each call of `block_three_ways` is kept waiting.
+const BLOCKED: Duration = Duration::from_millis(30);
+
+/// A thread blocks BLOCKED in each of a read of an empty pipe, flock and fcntl(F_OFD_SETLKW),
+/// released by this one; returns the thread's id.
+fn block_three_ways() -> i32 {
+    let path = std::env::temp_dir().join(format!("stalltop-lock-test-{}", std::process::id()));
+    let file = |p: &std::path::Path| std::fs::File::create(p).unwrap();
+    let (holder, waiter) = (file(&path), file(&path));
+    let _ = std::fs::remove_file(&path);
+    let lock = |l_type: i32| libc::flock {
+        l_type: l_type as i16,
+        l_whence: libc::SEEK_SET as i16,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    let mut pipe = [0; 2];
+    use std::os::fd::AsRawFd;
+    let (held, wanted) = (holder.as_raw_fd(), waiter.as_raw_fd());
+    // SAFETY: pipe writes two fds into the array; flock and fcntl get open fds and a flock
+    // struct that outlives the call.
+    unsafe {
+        assert_eq!(libc::pipe(pipe.as_mut_ptr()), 0);
+        assert_eq!(libc::flock(held, libc::LOCK_EX), 0);
+        assert_eq!(
+            libc::fcntl(held, libc::F_OFD_SETLK, &lock(libc::F_WRLCK)),
+            0
+        );
+    }
+    let blocked = std::thread::spawn(move || {
+        let mut byte = 0u8;
+        // SAFETY: as above; read fills one byte of `byte`.
+        unsafe {
+            assert_eq!(libc::read(pipe[0], (&mut byte as *mut u8).cast(), 1), 1);
+            assert_eq!(libc::flock(wanted, libc::LOCK_EX), 0);
+            assert_eq!(
+                libc::fcntl(wanted, libc::F_OFD_SETLKW, &lock(libc::F_WRLCK)),
+                0
+            );
+            libc::gettid()
+        }
+    });
+    std::thread::sleep(BLOCKED);
+    // SAFETY: as above; write sends one byte.
+    unsafe { assert_eq!(libc::write(pipe[1], b"x".as_ptr().cast(), 1), 1) };
+    std::thread::sleep(BLOCKED);
+    // SAFETY: as above.
+    unsafe { assert_eq!(libc::flock(held, libc::LOCK_UN), 0) };
+    std::thread::sleep(BLOCKED);
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(
+            libc::fcntl(held, libc::F_OFD_SETLK, &lock(libc::F_UNLCK)),
+            0
+        )
+    };
+    let tid = blocked.join().unwrap();
+    // SAFETY: the pipe's fds are ours and closed once.
+    unsafe {
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
+    tid
+}
+
+/// Calls that sleep by design are timed but never listed as slow for their wall time: a read
+/// of a pipe, flock and fcntl(F_OFD_SETLKW), each kept waiting 30 ms.
+#[test]
+fn tp_btf_syscalls_that_sleep_by_design_are_timed_not_listed_as_slow() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config(AttachMode::TpBtf);
+    let own_cgroup = own_cgroup_id(&config);
+    let mut storage = ObjectStorage::default();
+    let mut session = Session::start(&config, &mut storage).expect("probes load");
+    let tid = block_three_ways() as u32;
+    let records = session.poll(Duration::from_millis(100));
+    let snapshot = session.snapshot(host::monotonic_ns());
+
+    let calls = [
+        ("read", libc::SYS_read as u32),
+        ("flock", libc::SYS_flock as u32),
+        ("fcntl", libc::SYS_fcntl as u32),
+    ];
+    for (name, nr) in calls {
+        let row = syscall_row(&snapshot, own_cgroup, nr)
+            .unwrap_or_else(|| panic!("{name} not counted: {:?}", snapshot.syscalls));
+        assert!(
+            row.max_ns >= BLOCKED.as_nanos() as u64 / 2,
+            "{name} was not timed as blocked: {row:?}"
+        );
+    }
+    let listed: Vec<_> = event::decode(&records)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ok(Event::Syscall(c)) if c.task.tid == tid => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert!(listed.is_empty(), "listed as slow: {listed:#?}");
 }
 
 const SYS_GETPPID: u32 = 110;
