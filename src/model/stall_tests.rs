@@ -197,6 +197,45 @@ fn slabinfo_read_is_an_irqs_off_stall() {
     );
 }
 
+/// A run-queue wait that merely contains a sampler gap stays a run-queue stall; gaps that
+/// cover most of a stall make it irqs-off.
+#[test]
+fn a_gap_inside_a_longer_wait_does_not_make_it_irqs_off() {
+    let wait = || {
+        runq_record(
+            KIND_RUNQ,
+            CPU,
+            1_100 * MS,
+            100 * MS,
+            task(300, "api", ROOT),
+            task(400, "hog", ROOT),
+            None,
+            0,
+        )
+    };
+    let gap = |end_ms: u64, gap_ms: u64| {
+        sample_record(
+            CPU,
+            end_ms * MS,
+            task(400, "hog", ROOT),
+            None,
+            gap_ms * MS,
+            &[],
+        )
+    };
+    let r = analyse_records([wait(), gap(1_050, 12)].concat(), None);
+    assert_eq!(r.stalls.len(), 1, "{:#?}", r.stalls);
+    assert_eq!(
+        (r.stalls[0].kind, r.stalls[0].duration_ns),
+        (StallKind::Runq, 100 * MS)
+    );
+    let r = analyse_records([wait(), gap(1_090, 60)].concat(), None);
+    assert_eq!(
+        (r.stalls[0].kind, r.stalls[0].signals),
+        (StallKind::Irqoff, 2)
+    );
+}
+
 /// Case 5: fadvise64 is the top syscall by kernel time, with its file and
 /// its tail against its normal cost.
 #[test]

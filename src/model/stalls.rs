@@ -26,8 +26,9 @@ const SAMPLES_PER_STALL: usize = 400;
 /// stretch a stall past this starts the next one (a single longer signal is one stall).
 pub const MAX_MERGED_STALL_NS: u64 = 1_000_000_000;
 
-/// What kind of waiting made the stall; a merged stall takes the greatest
-/// of its signals' kinds. Serialized (and printed) by `name`.
+/// What kind of waiting made the stall. A merged stall takes the greatest of its waits'
+/// kinds, and is `Irqoff` only when sampler gaps cover at least half of it (a wait that merely
+/// contains a gap keeps its kind). Serialized (and printed) by `name`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StallKind {
@@ -100,6 +101,10 @@ pub struct Stall {
     pub culprit: Option<Culprit>,
     /// `Throttled` stalls: the cgroup whose CPU quota ran out (the waiter's or an ancestor).
     pub throttled_cgroup: Option<u64>,
+    /// The greatest kind of the waits merged in (None: only sampler gaps).
+    wait_kind: Option<StallKind>,
+    /// The time the merged sampler gaps cover.
+    gap_ns: u64,
     /// How sure the culprit is (see `Strength`).
     strength: Strength,
     /// Among signals of that strength: ns of waiting each holder (tid)
@@ -138,10 +143,12 @@ struct Signal {
     cpu: u32,
     start_ns: u64,
     end_ns: u64,
-    kind: StallKind,
     waited: Waited,
     culprit: Option<Culprit>,
     throttled_cgroup: Option<u64>,
+    /// As in `Stall`: the kind of the waits in it, and the time of its sampler gaps.
+    wait_kind: Option<StallKind>,
+    gap_ns: u64,
     strength: Strength,
     sample: Option<Sample>,
 }
@@ -176,7 +183,6 @@ impl StallTracker {
             cpu: w.cpu,
             start_ns: w.ts_ns.saturating_sub(w.wait_ns),
             end_ns: w.ts_ns,
-            kind,
             waited: Waited {
                 softirq: None,
                 task: Some(w.waiter.clone()),
@@ -186,6 +192,8 @@ impl StallTracker {
             },
             culprit: culprit_of(&w.ran, w.ran_syscall.map(|(nr, ns)| (nr, w.ts_ns - ns))),
             throttled_cgroup: None,
+            wait_kind: Some(kind),
+            gap_ns: 0,
             strength,
             sample: None,
         });
@@ -198,7 +206,6 @@ impl StallTracker {
             cpu: w.cpu,
             start_ns: w.ts_ns.saturating_sub(w.wait_ns),
             end_ns: w.ts_ns,
-            kind: StallKind::Throttled,
             waited: Waited {
                 task: Some(w.waiter.clone()),
                 task_wait_ns: w.wait_ns,
@@ -207,6 +214,8 @@ impl StallTracker {
             },
             culprit: None,
             throttled_cgroup: Some(cgroup),
+            wait_kind: Some(StallKind::Throttled),
+            gap_ns: 0,
             strength: Strength::None,
             sample: None,
         });
@@ -218,7 +227,6 @@ impl StallTracker {
             cpu: s.cpu,
             start_ns: s.ts_ns.saturating_sub(s.delay_ns),
             end_ns: s.ts_ns,
-            kind: StallKind::Softirq,
             waited: Waited {
                 softirq: Some(s.vector),
                 ..Waited::default()
@@ -229,6 +237,8 @@ impl StallTracker {
                 None
             },
             throttled_cgroup: None,
+            wait_kind: Some(StallKind::Softirq),
+            gap_ns: 0,
             strength: if inline {
                 Strength::Inline
             } else {
@@ -243,10 +253,11 @@ impl StallTracker {
             cpu: s.cpu,
             start_ns: s.ts_ns.saturating_sub(s.gap_ns),
             end_ns: s.ts_ns,
-            kind: StallKind::Irqoff,
             waited: Waited::default(),
             culprit: culprit_of(&s.task, s.syscall.map(|nr| (nr, 0))),
             throttled_cgroup: None,
+            wait_kind: None,
+            gap_ns: s.gap_ns,
             strength: if s.task.tid == 0 {
                 Strength::None
             } else {
@@ -351,6 +362,8 @@ impl StallTracker {
             waited: Waited::default(),
             culprit: None,
             throttled_cgroup: signal.throttled_cgroup,
+            wait_kind: None,
+            gap_ns: 0,
             strength: Strength::None,
             culprit_weights: Vec::new(),
             signals: 0,
@@ -371,7 +384,9 @@ impl StallTracker {
         };
         stall.start_ns = stall.start_ns.min(signal.start_ns);
         stall.end_ns = stall.end_ns.max(signal.end_ns);
-        stall.kind = stall.kind.max(signal.kind);
+        stall.wait_kind = stall.wait_kind.max(signal.wait_kind);
+        stall.gap_ns += signal.gap_ns;
+        stall.kind = stall_kind(stall.wait_kind, stall.gap_ns, stall.end_ns - stall.start_ns);
         stall.signals += 1;
         if stall.waited.softirq.is_none() {
             stall.waited.softirq = signal.waited.softirq;
@@ -507,13 +522,22 @@ impl Stall {
             cpu: self.cpu,
             start_ns: self.start_ns,
             end_ns: self.end_ns,
-            kind: self.kind,
             waited: self.waited,
             culprit: self.culprit,
             throttled_cgroup: self.throttled_cgroup,
+            wait_kind: self.wait_kind,
+            gap_ns: self.gap_ns,
             strength: self.strength,
             sample: self.first_tick,
         }
+    }
+}
+
+/// Sampler gaps make a stall irqs-off only when they cover at least half of it.
+fn stall_kind(wait_kind: Option<StallKind>, gap_ns: u64, duration_ns: u64) -> StallKind {
+    match wait_kind {
+        Some(kind) if gap_ns.saturating_mul(2) < duration_ns => kind,
+        _ => StallKind::Irqoff,
     }
 }
 

@@ -433,7 +433,12 @@ fn block_three_ways() -> i32 {
 #[test]
 fn tp_btf_syscalls_that_sleep_by_design_are_timed_not_listed_as_slow() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let config = config(AttachMode::TpBtf);
+    // Only the wall rule is under test: an emulated guest spends over 1 ms of CPU in the
+    // blocked calls, which the on-CPU rule rightly lists.
+    let config = ProbeConfig {
+        syscall_oncpu_threshold_ns: BLOCKED.as_nanos() as u64,
+        ..config(AttachMode::TpBtf)
+    };
     let own_cgroup = own_cgroup_id(&config);
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(&config, &mut storage).expect("probes load");
