@@ -230,21 +230,40 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 	comm_copy(btf, sl->comm, prev);
 }
 
-/* The index of the remembered slice that overlaps [start, end] most, or
- * -1 if none does. (Per slice, not summed per task: cheap, and a task that
- * holds a CPU long holds it in long slices.) */
-static __always_inline int longest_holder(struct cpu_state *cs, __u64 start, __u64 end)
+/* How much of [start, end] remembered slice `i` covers. */
+static __always_inline __u64 slice_overlap(struct cpu_state *cs, __u32 i, __u64 start, __u64 end)
+{
+	struct slice *sl = &cs->slices[i & (SLICES - 1)];
+	__u64 from = sl->start > start ? sl->start : start;
+	__u64 to = sl->end < end ? sl->end : end;
+
+	return to > from ? to - from : 0;
+}
+
+/* The index of a remembered slice of the task that held the CPU longest
+ * during [start, end], its slices summed (a task that short visitors
+ * preempt holds the CPU in several), never the waiter's own (the run
+ * queue's clock and ktime differ by about a microsecond); -1 if none.
+ * (A global function: the verifier checks its loops once.) */
+__noinline int wait_holder(struct cpu_state *cs, __u64 start, __u64 end, __u32 waiter_tid)
 {
 	__u64 best_held = 0;
 	int best = -1;
-	__u32 i;
+	__u32 i, j;
 
+	if (!cs)
+		return -1;
 	for (i = 0; i < SLICES; i++) {
-		__u64 from = cs->slices[i].start > start ? cs->slices[i].start : start;
-		__u64 to = cs->slices[i].end < end ? cs->slices[i].end : end;
+		__u32 tid = cs->slices[i].tid;
+		__u64 held = 0;
 
-		if (to > from && to - from > best_held) {
-			best_held = to - from;
+		if (tid == waiter_tid || !slice_overlap(cs, i, start, end))
+			continue;
+		for (j = 0; j < SLICES; j++)
+			if (cs->slices[j].tid == tid)
+				held += slice_overlap(cs, j, start, end);
+		if (held > best_held) {
+			best_held = held;
 			best = i;
 		}
 	}
@@ -260,7 +279,7 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 				     __u64 next_cgroup, struct task_struct *prev, __u32 prev_tid,
 				     struct task_state *ps)
 {
-	int i = longest_holder(cs, now - wait, now);
+	int i = wait_holder(cs, now - wait, now, FIELD(btf, next, pid));
 	/* The mask keeps the verifier sure of the bounds. */
 	struct slice *longest = i >= 0 ? &cs->slices[i & (SLICES - 1)] : NULL;
 	struct task_ref holder = {};
