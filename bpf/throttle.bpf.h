@@ -6,7 +6,8 @@
  * kept for every cfs_rq below the throttled one). That switch opens a span
  * for the throttled cfs_rq on this CPU; the first switch after the cfs_rq
  * is unthrottled closes it. A wait that such a span of its task's cgroup,
- * or of an ancestor, covered mostly was a throttle, not a neighbour.
+ * or of an ancestor, covered for at least half was a throttle, not a
+ * neighbour.
  *
  * Kernel addresses kept between events are read with probe reads: the
  * cgroup may be gone by then.
