@@ -17,6 +17,9 @@
 
 #include "common.bpf.h"
 
+/* Priorities below this are real-time (and deadline) tasks: no CFS quota
+ * throttles them. */
+#define MAX_RT_PRIO 100
 /* Cgroup levels walked up from a task's cfs_rq. */
 #define THROTTLE_DEPTH 8
 /* A span open this long is stale (its cgroup went away while throttled;
@@ -184,7 +187,5 @@ __noinline int wait_throttle_judge(struct cpu_state *cs, __u64 leaf, __u64 group
 	cs->wait_throttle.covered_ns = best_covered;
 	return 0;
 }
-
-#define MAX_RT_PRIO 100
 
 #endif /* STALLTOP_THROTTLE_BPF_H */

@@ -73,22 +73,12 @@ pub(super) fn own_cgroup_id(config: &ProbeConfig) -> u64 {
     std::fs::metadata(dir).unwrap().ino()
 }
 
-/// A thread named `name`, pinned to CPU, busy for SPIN.
-fn spinner(name: &'static str) -> std::thread::JoinHandle<()> {
+/// A thread named `name`, pinned to CPU, busy for `spin`.
+fn spinner(name: &'static std::ffi::CStr, spin: Duration) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let cname = std::ffi::CString::new(name).unwrap();
-        // SAFETY: PR_SET_NAME reads a NUL-terminated string; cpu_set_t is
-        // plain data initialised by CPU_ZERO/CPU_SET.
-        unsafe {
-            libc::prctl(libc::PR_SET_NAME, cname.as_ptr());
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(CPU, &mut set);
-            assert_eq!(
-                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
-                0
-            );
-        }
-        let end = Instant::now() + SPIN;
+        set_name(name);
+        pin_to(CPU);
+        let end = Instant::now() + spin;
         while Instant::now() < end {
             std::hint::spin_loop();
         }
@@ -129,7 +119,7 @@ fn fight_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     };
     assert_eq!(session.info().attach, expected_family);
 
-    let threads = [spinner("st-spin-a"), spinner("st-spin-b")];
+    let threads = [spinner(c"st-spin-a", SPIN), spinner(c"st-spin-b", SPIN)];
     let mut records = Vec::new();
     let deadline = Instant::now() + SPIN + Duration::from_millis(300);
     while Instant::now() < deadline {
@@ -592,7 +582,7 @@ fn tp_btf_runq_stats_of_cgroups_sharing_a_slot_are_both_kept() {
     let mut storage = ObjectStorage::default();
     let session = Session::start(&config, &mut storage).expect("probes load");
 
-    let ours = spinner("st-spin-a");
+    let ours = spinner(c"st-spin-a", SPIN);
     let made = other.run_child_on_cpu(CPU, || {
         let end = Instant::now() + SPIN;
         while Instant::now() < end {
@@ -635,14 +625,7 @@ fn quota_throttles_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(config, &mut storage).expect("probes load");
 
-    let bystander = std::thread::spawn(|| {
-        pin_to(CPU);
-        set_name(c"st-bystander");
-        let end = Instant::now() + QUOTA_SPIN;
-        while Instant::now() < end {
-            std::hint::spin_loop();
-        }
-    });
+    let bystander = spinner(c"st-bystander", QUOTA_SPIN);
     let throttled = std::thread::spawn(move || {
         task.run_child_on_cpu(CPU, || {
             set_name(c"st-quota");
