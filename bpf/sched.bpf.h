@@ -492,8 +492,8 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	/* After the wait's culprit: prev's sampled call names what it held. */
 	if (syscalls_sampled && cs)
 		sampled_call_switch(btf, cs, prev, prev_tid,
-				    prev_tid && switched_out_runnable(btf, preempt, prev), next_tid,
-				    now);
+				    prev_tid && switched_out_runnable(btf, preempt, prev), next,
+				    next_tid, now);
 }
 
 static __always_inline void on_task_exit(bool btf, struct task_struct *p)

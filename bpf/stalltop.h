@@ -337,7 +337,8 @@ struct sampled_call {
 	__u32 ticks;	     /* 0: no call in progress */
 	__s32 nr;
 	__u32 path_ready; /* its path_bufs slot holds its file (resolved while it ran) */
-	__u32 has_file;	  /* `file` is the file its fd names */
+	__u16 has_file;	  /* `file` is the file its fd names */
+	__u16 blocked;	  /* its thread blocked in it (at last_seen) and has not run since */
 	struct file_key file;
 };
 

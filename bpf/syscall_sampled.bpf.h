@@ -8,11 +8,14 @@
  * leaves it (seen by a tick or at a switch-out) or blocks in it, when no
  * tick has found it for long, or when another thread's call needs its
  * slot. Its start and end are known to about a period; its file is
- * resolved while it runs. A call that blocks is a new stretch each time it
- * runs again (held CPU is what counts here); back-to-back calls with the
- * same arguments that no tick or switch sees apart read as one, unless a
- * read or write came between them; a call that moves to another CPU reads
- * as two.
+ * resolved while it runs. A call that two ticks found stays open while its
+ * thread blocks in it, so its wall time holds its sleeps (a memcg reclaim
+ * that waits for writeback between bursts of work is one call); one that
+ * blocks before its second tick ends there (a wait by design or a short
+ * call: calls that block and come back with the same arguments would read
+ * as one). Back-to-back calls with the same arguments that no tick or
+ * switch sees apart read as one, unless a read or write came between them;
+ * a call that moves to another CPU reads as two.
  */
 #ifndef STALLTOP_SYSCALL_SAMPLED_BPF_H
 #define STALLTOP_SYSCALL_SAMPLED_BPF_H
@@ -179,6 +182,10 @@ __noinline int sampled_stretch_end(__u32 slot, __u64 until)
 /* A sampled call not seen for this many periods has ended (its thread
  * waits that long for the CPU, or runs on another CPU). */
 #define SAMPLED_STALE_PERIODS 100
+/* A call its thread blocked in, not seen for this long, has ended (the
+ * thread woke on another CPU, or sleeps on): longer, as a call may sleep
+ * between bursts of work. */
+#define SAMPLED_BLOCKED_STALE_NS (1000ULL * 1000 * 1000)
 
 /* When call `s` ended, if it ended by `now`: within a period after it was
  * last seen in progress (by a tick, at a switch-out, or at a switch-in
@@ -242,7 +249,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 	struct task_struct *t = current_task(btf);
 	struct syscall_stats *stats;
 	struct sampled_call *s;
-	__u64 arg0 = 0, arg1 = 0, io_calls = 0;
+	__u64 arg0 = 0, arg1 = 0, io_calls = 0, stale;
 	__u32 fewest = (__u32)-1;
 	int mine = -1, free = -1, evict = 0;
 	__s32 nr = -1;
@@ -263,8 +270,9 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 			mine = i;
 			continue;
 		}
-		if (s->task.tid == tid ||
-		    now - s->last_seen > SAMPLED_STALE_PERIODS * sample_period_ns) {
+		stale = s->blocked ? SAMPLED_BLOCKED_STALE_NS :
+				     SAMPLED_STALE_PERIODS * sample_period_ns;
+		if (s->task.tid == tid || now - s->last_seen > stale) {
 			sampled_call_end(i, sampled_end_estimate(s, now));
 			free = i;
 			continue;
@@ -302,6 +310,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 		s->oncpu_ns = 0;
 		s->softirq_ns = 0;
 		s->path_ready = 0;
+		s->blocked = 0;
 		sampled_file_begin(mine);
 		stats = syscall_stats_of(s->task.cgroup, nr);
 		if (stats)
@@ -318,12 +327,14 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 }
 
 /* A context switch on this CPU at `now`, from `prev` (still runnable or
- * not) to `next_tid`. prev's sampled call stops running: it has ended if
- * prev left it (since its last tick) or blocked in it (now). next's call,
- * if a tick found one here before, runs again. */
+ * not) to `next`. prev's sampled call stops running: it has ended if prev
+ * left it (since its last tick), or if prev blocked in it (now) before two
+ * ticks found it. next's call, if a tick found one here before, runs again
+ * if next is still in it (it may have run elsewhere meanwhile). */
 static __always_inline void sampled_call_switch(bool btf, struct cpu_state *cs,
 						struct task_struct *prev, __u32 prev_tid,
-						bool prev_runnable, __u32 next_tid, __u64 now)
+						bool prev_runnable, struct task_struct *next,
+						__u32 next_tid, __u64 now)
 {
 	struct sampled_call *s;
 	__u32 i;
@@ -335,14 +346,20 @@ static __always_inline void sampled_call_switch(bool btf, struct cpu_state *cs,
 		if (prev_tid && s->task.tid == prev_tid) {
 			if (!sampled_call_goes_on(btf, prev, s))
 				sampled_call_end(i, sampled_end_estimate(s, now));
-			else if (prev_runnable) {
+			else if (prev_runnable || s->ticks >= 2) {
 				sampled_stretch_end(i, now);
 				s->last_seen = now;
+				s->blocked = !prev_runnable;
 			} else
 				sampled_call_end(i, now);
 		} else if (next_tid && s->task.tid == next_tid) {
+			if (!sampled_call_goes_on(btf, next, s)) {
+				sampled_call_end(i, sampled_end_estimate(s, now));
+				continue;
+			}
 			s->running_since = now;
 			s->softirq_at = cs->softirq_ns;
+			s->blocked = 0;
 		}
 	}
 }

@@ -54,12 +54,17 @@ fn periodic_waker(stop: Arc<AtomicBool>) -> (u32, std::thread::JoinHandle<()>) {
     (rx.recv().unwrap(), thread)
 }
 
+/// How long the sleeping read below sleeps halfway, on a page it faults on.
+const FAULT_SLEEP: Duration = Duration::from_millis(60);
+
 /// One long read of /dev/zero on CPU 1 by a thread of ours: its tid, wall
-/// and CPU time.
-fn long_read() -> (u32, u64, u64) {
-    std::thread::spawn(|| {
+/// and CPU time. With `sleep`, it sleeps that long halfway (see
+/// `page_supplied_late`).
+fn long_read(sleep: Option<Duration>) -> (u32, u64, u64) {
+    std::thread::spawn(move || {
         pin_to(1);
         let mut buf = vec![1u8; READ_BYTES]; // touched: no page faults inside the call
+        let handler = sleep.map(|sleep| page_supplied_late(&mut buf, sleep));
         let zero = std::fs::File::open("/dev/zero").unwrap();
         let (start, cpu) = (Instant::now(), thread_cpu_ns());
         // SAFETY: `buf` is writable for READ_BYTES bytes.
@@ -72,12 +77,47 @@ fn long_read() -> (u32, u64, u64) {
         };
         let (wall, cpu) = (start.elapsed().as_nanos() as u64, thread_cpu_ns() - cpu);
         assert_eq!(n, READ_BYTES as isize);
+        if let Some(handler) = handler {
+            handler.join().unwrap();
+        }
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
         (tid, wall, cpu)
     })
     .join()
     .unwrap()
+}
+
+/// Makes the middle page of `buf` missing and watched by a userfaultfd: a
+/// copy into `buf` that reaches it faults and sleeps until the returned
+/// handler thread, on CPU 0, supplies the page `sleep` after the fault.
+fn page_supplied_late(buf: &mut [u8], sleep: Duration) -> std::thread::JoinHandle<()> {
+    let page = procfs::page_size() as usize;
+    let middle = buf.as_mut_ptr().wrapping_add(buf.len() / 2);
+    let hole = middle.wrapping_add(middle.align_offset(page)); // a whole page of `buf`
+    let uffd = userfaultfd::UffdBuilder::new()
+        .close_on_exec(true)
+        .user_mode_only(false) // the fault comes from the kernel's copy
+        .create()
+        .expect("a userfaultfd (root)");
+    // SAFETY: `hole` is one page inside `buf`, which is not read before the
+    // handler fills the page in again.
+    let dropped = unsafe { libc::madvise(hole.cast(), page, libc::MADV_DONTNEED) };
+    assert_eq!(dropped, 0);
+    uffd.register(hole.cast(), page).expect("register the page");
+    let hole_address = hole as usize; // an address, to send to the handler
+    std::thread::spawn(move || {
+        pin_to(0);
+        let event = uffd.read_event().expect("a userfaultfd event");
+        assert!(
+            matches!(event, Some(userfaultfd::Event::Pagefault { .. })),
+            "{event:?}"
+        );
+        std::thread::sleep(sleep);
+        // SAFETY: the page is the registered one, missing until now.
+        unsafe { uffd.zeropage(hole_address as *mut libc::c_void, page, true) }
+            .expect("fill the page");
+    })
 }
 
 fn sampled_read_is_found(attach: AttachMode, with_waker: bool) {
@@ -104,7 +144,7 @@ fn sampled_read_is_found(attach: AttachMode, with_waker: bool) {
     let stop = Arc::new(AtomicBool::new(false));
     let waker = with_waker.then(|| periodic_waker(Arc::clone(&stop)));
     std::thread::sleep(Duration::from_millis(5));
-    let (tid, wall, cpu) = long_read();
+    let (tid, wall, cpu) = long_read(None);
     stop.store(true, Ordering::Relaxed);
     let waker_tid = waker.map(|(tid, thread)| {
         thread.join().unwrap();
@@ -220,4 +260,61 @@ fn tp_btf_sampled_syscalls_time_a_long_read_beside_a_periodic_waker() {
 #[test]
 fn raw_tp_sampled_syscalls_time_a_long_read_beside_a_periodic_waker() {
     sampled_read_is_found(AttachMode::RawTp, true);
+}
+
+/// A long call that sleeps halfway (on a page a userfaultfd supplies 60 ms
+/// later) is one call: its wall time holds the sleep, its time on the CPU
+/// does not.
+fn sampled_read_that_sleeps_is_one_call(attach: AttachMode) {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = ProbeConfig {
+        syscalls: SyscallMode::Sampled,
+        ..config(attach)
+    };
+    let mut storage = ObjectStorage::default();
+    let mut session = Session::start(&config, &mut storage).expect("probes load");
+    let (tid, wall, cpu) = long_read(Some(FAULT_SLEEP));
+    std::thread::sleep(Duration::from_millis(20));
+    let records = session.poll(Duration::from_millis(50));
+    let read = syscalls::Sysno::read as u32;
+    let calls: Vec<_> = event::decode(&records)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ok(Event::Syscall(s)) if s.task.tid == tid && s.nr == read => Some(s),
+            _ => None,
+        })
+        .collect();
+    let [call] = calls.as_slice() else {
+        panic!(
+            "the read ({wall} ns, {cpu} ns of CPU) is listed {} times: {calls:#?}",
+            calls.len()
+        );
+    };
+    let slept = FAULT_SLEEP.as_nanos() as u64;
+    assert!(
+        wall >= slept + cpu / 2,
+        "the read did not sleep: {wall} ns, {cpu} ns of CPU"
+    );
+    // Its start and end are each known to a period; its time on the CPU
+    // to a period at each end of each of its two stretches.
+    assert!(
+        call.wall_ns + 2 * PERIOD_NS >= wall && call.wall_ns <= wall + PERIOD_NS,
+        "listed with {} ns of wall time; the read took {wall} ns: {call:?}",
+        call.wall_ns
+    );
+    assert!(
+        call.oncpu_ns + 4 * PERIOD_NS >= cpu && call.oncpu_ns + slept <= wall + PERIOD_NS,
+        "listed with {} ns on the CPU; the read took {cpu} ns of CPU in {wall} ns: {call:?}",
+        call.oncpu_ns
+    );
+}
+
+#[test]
+fn tp_btf_sampled_syscalls_keep_a_call_that_sleeps_halfway_whole() {
+    sampled_read_that_sleeps_is_one_call(AttachMode::TpBtf);
+}
+
+#[test]
+fn raw_tp_sampled_syscalls_keep_a_call_that_sleeps_halfway_whole() {
+    sampled_read_that_sleeps_is_one_call(AttachMode::RawTp);
 }
