@@ -96,6 +96,19 @@ int BPF_PROG(btf_sched_process_exit, struct task_struct *p)
 	return 0;
 }
 
+/* Never attached: user space runs it on one CPU (BPF_PROG_TEST_RUN) to
+ * tell that CPU which thread is its ksoftirqd (args[0]), when a CPU came
+ * online after the probes loaded; the rest of the CPU's state stays. */
+SEC("?raw_tp")
+int BPF_PROG(set_ksoftirqd, __u64 tid)
+{
+	struct cpu_state *cs = this_cpu();
+
+	if (cs)
+		cs->ksoftirqd_tid = (__u32)tid;
+	return 0;
+}
+
 SEC("?raw_tp/sched_process_exit")
 int BPF_PROG(raw_sched_process_exit, struct task_struct *p)
 {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::cgroup::{self, Hierarchy, Resolver};
+use crate::cpulist::CpuList;
 use crate::event::{self, Event, Sample};
 use crate::host;
 use crate::probe::{self, ObjectStorage, ProbeConfig, ProbeError, ProbeInfo, Session};
@@ -90,6 +91,7 @@ fn run(
         }
     };
     let _ = ready.send(Ok(session.info()));
+    let mut online = CpuList::online().ok();
     let mut next_snapshot = host::monotonic_ns();
     loop {
         let stopping = stop.load(Ordering::Relaxed);
@@ -105,6 +107,7 @@ fn run(
         let now = host::monotonic_ns();
         if stopping || now >= next_snapshot {
             next_snapshot = now + SNAPSHOT_INTERVAL.as_nanos() as u64;
+            follow_online_cpus(&mut session, &mut online);
             if !send_snapshots(&session, &hierarchy, &mut names, &tx, now) {
                 break;
             }
@@ -115,6 +118,20 @@ fn run(
     }
     drop(session);
     tracing::info!("probes detached");
+}
+
+/// A CPU online for the first time since boot has a new ksoftirqd thread,
+/// which the probes were not told of at start: when the online CPUs
+/// change, tell them every CPU's thread again (a few hundred us of /proc).
+fn follow_online_cpus(session: &mut Session<'_>, online: &mut Option<CpuList>) {
+    let now = CpuList::online().ok();
+    if now == *online {
+        return;
+    }
+    *online = now;
+    if let Err(e) = session.set_ksoftirqd(&host::ksoftirqd_threads()) {
+        tracing::warn!("telling the probes each CPU's ksoftirqd thread: {e}");
+    }
 }
 
 /// Kernel maps and cgroupfs, with the names they mention sent first.

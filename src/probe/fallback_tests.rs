@@ -115,6 +115,7 @@ fn raw_tp_programs_call_no_btf_only_helper() {
         "raw_softirq_raise",
         "raw_sys_enter",
         "raw_sys_exit",
+        "set_ksoftirqd",
     ];
     assert_eq!(
         raw.keys().collect::<Vec<_>>(),

@@ -92,6 +92,7 @@ pub(super) fn enable_programs(
         }
         ProbeFamily::Sched => {
             let wakeups = config.features.runq_from_wakeup();
+            enable(&mut p.set_ksoftirqd); // run by user space, never attached
             if btf {
                 enable(&mut p.btf_sched_switch);
                 enable(&mut p.btf_sched_process_exit);

@@ -10,7 +10,9 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::time::Instant;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{libbpf_sys, AsRawLibbpf, Link, MapCore, MapFlags, MapType, OpenObject};
+use libbpf_rs::{
+    libbpf_sys, AsRawLibbpf, Link, MapCore, MapFlags, MapType, OpenObject, ProgramInput,
+};
 
 pub use super::config::{Attach, AttachMode, ProbeConfig, SyscallMode};
 use super::family::{enable_programs, families, ProbeFamily};
@@ -85,6 +87,35 @@ impl<'obj> Loaded<'obj> {
 
     pub fn has(&self, family: ProbeFamily) -> bool {
         self.instances.iter().any(|i| i.family == family)
+    }
+
+    /// Tell each CPU of `ksoftirqd` (cpu, thread id) which thread is its
+    /// ksoftirqd, while the probes run (a CPU that came online since they
+    /// loaded has a thread they were not told of): set_ksoftirqd, run on
+    /// that CPU, changes that field of its state alone.
+    pub fn set_ksoftirqd(&mut self, ksoftirqd: &[(u32, u32)]) -> Result<(), libbpf_rs::Error> {
+        let sched = self
+            .instances
+            .iter_mut()
+            .find(|i| i.family == ProbeFamily::Sched)
+            .expect("the scheduler family is required");
+        let prog = sched
+            .skel
+            .object_mut()
+            .progs_mut()
+            .find(|p| p.name() == SET_KSOFTIRQD)
+            .expect("set_ksoftirqd loads with the scheduler family");
+        for &(cpu, tid) in ksoftirqd {
+            let mut args = u64::from(tid).to_ne_bytes();
+            let input = ProgramInput {
+                context_in: Some(&mut args),
+                cpu,
+                flags: libbpf_sys::BPF_F_TEST_RUN_ON_CPU,
+                ..Default::default()
+            };
+            prog.test_run(input)?;
+        }
+        Ok(())
     }
 }
 
@@ -346,8 +377,12 @@ fn share_maps(open: &mut OpenStalltopSkel<'_>, owner: &StalltopSkel<'_>) -> libb
     Ok(())
 }
 
+/// The program user space runs to set one CPU's ksoftirqd thread.
+const SET_KSOFTIRQD: &str = "set_ksoftirqd";
+
 /// Tell each CPU which thread is its ksoftirqd: its waits are takeovers,
-/// and the softirqs it runs are not stolen from anyone.
+/// and the softirqs it runs are not stolen from anyone. Before the
+/// programs run: it writes each CPU's whole state.
 fn seed(skel: &StalltopSkel<'_>, ksoftirqd: &[(u32, u32)]) -> Result<(), libbpf_rs::Error> {
     let possible = libbpf_rs::num_possible_cpus()?;
     let per_cpu: Vec<Vec<u8>> = (0..possible)
@@ -383,7 +418,7 @@ fn attach_family(
     let mut links = Vec::new();
     let mut warning = None;
     for prog in skel.object().progs_mut() {
-        if !prog.autoload() {
+        if !prog.autoload() || prog.name() == SET_KSOFTIRQD {
             continue;
         }
         if family == ProbeFamily::Sampler {

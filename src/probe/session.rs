@@ -82,6 +82,11 @@ impl<'obj> Session<'obj> {
         std::mem::take(&mut *self.pending.borrow_mut())
     }
 
+    /// See `Loaded::set_ksoftirqd`.
+    pub fn set_ksoftirqd(&mut self, ksoftirqd: &[(u32, u32)]) -> Result<(), libbpf_rs::Error> {
+        self.loaded.set_ksoftirqd(ksoftirqd)
+    }
+
     pub fn snapshot(&self, ts_ns: u64) -> KernelSnapshot {
         maps::snapshot(&self.loaded, ts_ns)
     }

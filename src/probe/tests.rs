@@ -807,3 +807,64 @@ pub(super) fn thread_cpu_ns() -> u64 {
     assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
+
+/// Each CPU's ksoftirqd thread and whether its state is live, as the
+/// probes hold them.
+fn ksoftirqd_in_cpu_states(loaded: &loader::Loaded<'_>) -> Vec<(u32, bool)> {
+    use libbpf_rs::{MapCore, MapFlags};
+    loaded
+        .maps()
+        .maps
+        .cpus
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .expect("the cpus map")
+        .expect("its one entry")
+        .iter()
+        .map(|bytes| {
+            let mut state = skel::types::cpu_state::default();
+            plain::copy_from_bytes(&mut state, bytes).expect("a cpu_state");
+            (state.ksoftirqd_tid, state.current_since != 0)
+        })
+        .collect()
+}
+
+/// Probes that start without knowing the CPUs' ksoftirqd threads (as for a
+/// CPU that comes online for the first time after they loaded) are told
+/// them while they run, and each CPU keeps the rest of its state.
+fn ksoftirqd_threads_are_told_while_running(attach: AttachMode) {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = ProbeConfig {
+        ksoftirqd: Vec::new(),
+        ..config(attach)
+    };
+    let mut storage = ObjectStorage::default();
+    let mut loaded = loader::load(&config, &mut storage).expect("probes load");
+    std::thread::sleep(Duration::from_millis(50)); // every CPU switches tasks meanwhile
+    let online = crate::cpulist::CpuList::online().unwrap();
+    let before = ksoftirqd_in_cpu_states(&loaded);
+    assert!(
+        online.iter().all(|cpu| before[cpu as usize] == (0, true)),
+        "{before:?}"
+    );
+    let threads = host::ksoftirqd_threads();
+    assert_eq!(
+        threads.len(),
+        online.len(),
+        "{threads:?} for CPUs {online:?}"
+    );
+    loaded.set_ksoftirqd(&threads).expect("set_ksoftirqd runs");
+    let after = ksoftirqd_in_cpu_states(&loaded);
+    for &(cpu, tid) in &threads {
+        assert_eq!(after[cpu as usize], (tid, true), "CPU {cpu}: {after:?}");
+    }
+}
+
+#[test]
+fn tp_btf_probes_are_told_ksoftirqd_threads_while_running() {
+    ksoftirqd_threads_are_told_while_running(AttachMode::TpBtf);
+}
+
+#[test]
+fn raw_tp_probes_are_told_ksoftirqd_threads_while_running() {
+    ksoftirqd_threads_are_told_while_running(AttachMode::RawTp);
+}

@@ -169,8 +169,8 @@ fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> R
              on: a lost UART interrupt, not a guest failure)"
         )),
         (None, Some(lockup)) => Some(format!(
-            "{lockup} while another CPU patched kernel text (int3): a livelock of the \
-             emulator's stale translation, not of the guest"
+            "{lockup} while kernel text was patched (int3, or stuck on a static key's nop): a \
+             livelock of the emulator's stale translation, not of the guest"
         )),
         (None, None) => None,
     };
@@ -195,7 +195,7 @@ struct Boot {
     judged: Judged,
     /// Set when the guest was killed with its results port stalled in this section.
     stalled_section: Option<String>,
-    /// Set when the guest died of a soft lockup while kernel text was being patched.
+    /// Set when the guest died of a lockup while kernel text was being patched.
     text_patching_lockup: Option<String>,
 }
 

@@ -30,17 +30,20 @@ pub fn stalled_section(console: &str) -> Option<String> {
     sending.map(str::to_string)
 }
 
-/// The soft lockup line of a guest that livelocked in the emulator: a CPU stuck while another
-/// patched kernel text through the int3 handler (a tracepoint's static key switched as programs
-/// attach or detach). Under TCG the stuck CPU can keep running its stale translation of the
-/// patched code; on hardware the patch completes in microseconds. Any other lockup is not this.
+/// The lockup line of a guest that livelocked in the emulator while kernel text was patched (a
+/// tracepoint's static key switched as programs attach or detach): a soft lockup or an RCU stall,
+/// with a CPU in the int3 handler of the patching, or the stuck CPU on a patchable 5-byte nop
+/// (`0f 1f 44 00 00`, a static key's site). Under TCG a CPU can keep running its stale
+/// translation of the patched code; on hardware the patch completes in microseconds. Any other
+/// lockup is not this.
 pub fn text_patching_lockup(console: &str) -> Option<String> {
-    let lockup = console
+    let lockup = console.lines().find(|line| {
+        line.contains("watchdog: BUG: soft lockup") || line.contains("detected stalls on CPUs")
+    })?;
+    let at_patch_site = console
         .lines()
-        .find(|line| line.contains("watchdog: BUG: soft lockup"))?;
-    console
-        .contains("asm_exc_int3")
-        .then(|| lockup.trim().to_string())
+        .any(|line| line.contains("Code:") && line.contains("<0f> 1f 44 00 00"));
+    (console.contains("asm_exc_int3") || at_patch_site).then(|| lockup.trim().to_string())
 }
 
 /// One step's output and exit status.
@@ -173,6 +176,19 @@ mod tests {
         );
         assert_eq!(text_patching_lockup(lockup), None);
         assert_eq!(text_patching_lockup(patching), None);
+    }
+
+    #[test]
+    fn an_rcu_stall_on_a_patchable_nop_is_the_emulator_s() {
+        let stall = "[   37.082123] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\n";
+        let at_nop = "[   37.082123] Code: 4c 89 ef e8 b9 86 d5 00 <0f> 1f 44 00 00 65 44 8b 0d\n";
+        let elsewhere = "[   37.082123] Code: 4c 89 ef e8 b9 86 d5 00 <f3> 90 eb f0 65 44 8b 0d\n";
+        assert_eq!(
+            text_patching_lockup(&format!("{stall}{at_nop}")).as_deref(),
+            Some("[   37.082123] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:")
+        );
+        assert_eq!(text_patching_lockup(&format!("{stall}{elsewhere}")), None);
+        assert_eq!(text_patching_lockup(at_nop), None);
     }
 
     #[test]
