@@ -9,6 +9,7 @@
 #define STALLTOP_SAMPLER_BPF_H
 
 #include "common.bpf.h"
+#include "softirq.bpf.h"
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
 
@@ -43,7 +44,7 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	struct cpu_state *cs = this_cpu();
 	struct call *call;
 	struct sample_event *e;
-	__u64 now, gap, since;
+	__u64 now, gap, since, pid_tgid;
 	__u32 tid, why;
 	long len;
 
@@ -52,7 +53,9 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	now = bpf_ktime_get_ns();
 	gap = cs->last_tick ? now - cs->last_tick : 0;
 	cs->last_tick = now;
-	tid = (__u32)bpf_get_current_pid_tgid();
+	pid_tgid = bpf_get_current_pid_tgid();
+	tid = (__u32)pid_tgid;
+	softirq_tick(btf, cs, pid_tgid);
 	call = tid ? current_call(btf, cs, tid) : NULL;
 	if (syscalls_sampled)
 		/* Kernel addresses are the upper half on 64-bit machines. */

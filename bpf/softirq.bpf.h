@@ -2,7 +2,10 @@
 /*
  * Softirq delay (first raise of a vector not yet pending -> entry) and run
  * time, per CPU and vector; who ran it (ksoftirqd/N or the task it
- * interrupted); softirq time stolen from ordinary tasks.
+ * interrupted); softirq time stolen from ordinary tasks. Run time is timed
+ * from entry to exit, or, with softirq_time_sampled, counted in sampler
+ * ticks: no program on softirq_exit, the costliest of the three (a
+ * network server runs hundreds of thousands of softirqs a second).
  */
 #ifndef STALLTOP_SOFTIRQ_BPF_H
 #define STALLTOP_SOFTIRQ_BPF_H
@@ -12,6 +15,9 @@
 #include "syscall_sampled.bpf.h"
 
 const volatile __u64 softirq_threshold_ns = 10 * 1000 * 1000;
+/* Set by user space when softirq run time comes from the sampler's ticks
+ * (softirq_tick) rather than from a softirq_exit program. */
+const volatile __u8 softirq_time_sampled = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -70,12 +76,14 @@ static __always_inline void on_softirq_entry(bool btf, unsigned int vec)
 	struct softirq_stats *s;
 	__u64 now, raised, delay;
 	__u32 key = vec;
+	bool in_ksoftirqd;
 
 	if (!cs || vec >= NR_SOFTIRQ_VECTORS)
 		return;
 	barrier_var(vec); /* index with the register that was bounds-checked */
 	now = bpf_ktime_get_ns();
 	cs->softirq_entered[vec] = now;
+	cs->softirq_vec = vec;
 	raised = cs->softirq_raised[vec];
 	if (!raised)
 		return; /* raised before we attached */
@@ -86,6 +94,9 @@ static __always_inline void on_softirq_entry(bool btf, unsigned int vec)
 		return;
 	/* Per-CPU values: no other CPU writes here, no atomics needed. */
 	s->count++;
+	in_ksoftirqd = (__u32)bpf_get_current_pid_tgid() == cs->ksoftirqd_tid;
+	if (in_ksoftirqd)
+		s->runs_in_ksoftirqd++;
 	s->delay_total_ns += delay;
 	if (delay > s->delay_max_ns)
 		s->delay_max_ns = delay;
@@ -96,8 +107,7 @@ static __always_inline void on_softirq_entry(bool btf, unsigned int vec)
 			s->delay_slots[slot]++;
 	}
 	if (delay >= softirq_threshold_ns)
-		softirq_event_emit(btf, now, delay, vec,
-				   (__u32)bpf_get_current_pid_tgid() == cs->ksoftirqd_tid);
+		softirq_event_emit(btf, now, delay, vec, in_ksoftirqd);
 }
 
 static __always_inline void softirq_stolen_add(__u64 pid_tgid, __u32 vec, __u64 ran)
@@ -145,12 +155,67 @@ static __always_inline void on_softirq_exit(unsigned int vec)
 	if (ran > s->run_max_ns)
 		s->run_max_ns = ran;
 	pid_tgid = bpf_get_current_pid_tgid();
-	if ((__u32)pid_tgid == cs->ksoftirqd_tid) {
-		s->runs_in_ksoftirqd++;
+	if ((__u32)pid_tgid == cs->ksoftirqd_tid)
 		s->run_in_ksoftirqd_ns += ran;
-	} else if ((__u32)pid_tgid) {
+	else if ((__u32)pid_tgid)
 		softirq_stolen_add(pid_tgid, vec, ran);
-	}
+}
+
+/* Set in the preempt count while a softirq is served (the next bit up
+ * counts bottom-half disabling). */
+#define SOFTIRQ_OFFSET (1U << 8)
+
+/* x86: how far this CPU's preempt count (a per-CPU variable) lies from
+ * its run queue (another), from the kernel's BTF; user space sets
+ * softirq_time_sampled only where it knows it. */
+const volatile __s64 preempt_count_from_rq = 0;
+
+/* Whether this CPU serves a softirq under the running task, seen from a
+ * sampler tick (its hardirq adds to the count; the softirq bits are those
+ * of what it interrupted). */
+static __always_inline bool serving_softirq(bool btf)
+{
+	struct task_struct *t = current_task(btf);
+#if defined(__TARGET_ARCH_arm64)
+	return FIELD(btf, t, thread_info.preempt_count) & SOFTIRQ_OFFSET;
+#else
+	int count = 0;
+	__u64 rq;
+
+	if (!bpf_core_field_exists(t->se.cfs_rq))
+		return false;
+	/* The running task's run queue is this CPU's. */
+	rq = (__u64)BPF_CORE_READ(t, se.cfs_rq, rq);
+	if (!rq ||
+	    bpf_probe_read_kernel(&count, sizeof(count), (void *)(rq + preempt_count_from_rq)))
+		return false;
+	return count & SOFTIRQ_OFFSET;
+#endif
+}
+
+/* A sampler tick on this CPU (softirq_time_sampled) that interrupted
+ * thread `pid_tgid`: if a softirq runs, the period goes to the vector last
+ * entered and to the CPU's softirq time, and is stolen from the thread
+ * (unless it is ksoftirqd). Counted in periods: right on average over
+ * many ticks. */
+static __always_inline void softirq_tick(bool btf, struct cpu_state *cs, __u64 pid_tgid)
+{
+	__u32 key = cs->softirq_vec;
+	struct softirq_stats *s;
+	bool in_ksoftirqd;
+
+	if (!softirq_time_sampled || !serving_softirq(btf))
+		return;
+	in_ksoftirqd = (__u32)pid_tgid && (__u32)pid_tgid == cs->ksoftirqd_tid;
+	s = bpf_map_lookup_elem(&softirq_by_vector, &key);
+	if (!s)
+		return;
+	s->run_total_ns += sample_period_ns;
+	cs->softirq_ns += sample_period_ns;
+	if (in_ksoftirqd)
+		s->run_in_ksoftirqd_ns += sample_period_ns;
+	else if ((__u32)pid_tgid)
+		softirq_stolen_add(pid_tgid, key, sample_period_ns);
 }
 
 #endif /* STALLTOP_SOFTIRQ_BPF_H */

@@ -403,7 +403,8 @@ struct cpu_state {
 	__u64 current_steal;   /* the steal clock at current_since */
 	struct call call;      /* the running task's syscall, if it entered it here */
 	__u32 ksoftirqd_tid;
-	__u32 next_slice; /* where the next slice goes in `slices` */
+	__u32 softirq_vec; /* the vector last entered: the one that runs, while one runs */
+	__u32 next_slice;  /* where the next slice goes in `slices` */
 	/* Record rate limit, per kind: tokens left and when last refilled. */
 	__u32 tokens[KIND_MAX];
 	__u32 _pad2;

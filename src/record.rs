@@ -81,6 +81,7 @@ mod tests {
                 attach: "tp_btf".into(),
                 cgroup_hierarchy: "unified".into(),
                 syscalls: "exact".into(),
+                softirq_time: "exact".into(),
             },
             warnings: vec!["CPU X-ray sampler is off: test".into()],
             probes: vec![],

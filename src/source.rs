@@ -238,6 +238,12 @@ pub fn session_header(
             attach: info.attach.to_string(),
             cgroup_hierarchy: hierarchy.name().to_string(),
             syscalls: info.syscalls.name().to_string(),
+            softirq_time: if config.softirq_time_sampled() {
+                "sampled"
+            } else {
+                "exact"
+            }
+            .to_string(),
         },
         warnings: info.warnings.clone(),
         probes: info.probes.clone(),

@@ -96,6 +96,12 @@ pub struct Settings {
     /// this field hooked them unless told not to: "exact").
     #[serde(default = "exact")]
     pub syscalls: String,
+    /// How softirq run time, and the time softirqs took from the tasks
+    /// they interrupted, was measured: "exact" (entry to exit) or
+    /// "sampled" (sampler ticks that found a softirq running; recordings
+    /// before this field: "exact").
+    #[serde(default = "exact")]
+    pub softirq_time: String,
 }
 
 fn exact() -> String {

@@ -245,6 +245,7 @@ mod tests {
                 attach: "tp_btf".into(),
                 cgroup_hierarchy: "unified".into(),
                 syscalls: "exact".into(),
+                softirq_time: "exact".into(),
             },
             warnings: vec![],
             probes: vec![],

@@ -65,6 +65,7 @@ pub fn header(cpus: u32) -> Header {
             attach: "tp_btf".into(),
             cgroup_hierarchy: "unified".into(),
             syscalls: "exact".into(),
+            softirq_time: "exact".into(),
         },
         warnings: vec![],
         probes: vec![],

@@ -34,6 +34,7 @@ pub(super) fn header() -> Header {
             attach: "tp_btf".into(),
             cgroup_hierarchy: "v1 cpu".into(),
             syscalls: "exact".into(),
+            softirq_time: "exact".into(),
         },
         warnings: vec![],
         probes: vec![],

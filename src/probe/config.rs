@@ -67,6 +67,23 @@ pub struct ProbeConfig {
     pub features: KernelFeatures,
 }
 
+impl ProbeConfig {
+    /// Whether softirq run time comes from the sampler's ticks instead of
+    /// a program on every softirq exit: in the cheap modes (sampled and
+    /// off), with the sampler on, where a tick can read the preempt count
+    /// that says a softirq runs (not on PREEMPT_RT, whose softirqs do not
+    /// show there). `--syscalls exact` keeps exact softirq time, which it
+    /// takes out of each call's time on the CPU.
+    pub fn softirq_time_sampled(&self) -> bool {
+        let count_readable =
+            cfg!(target_arch = "aarch64") || self.features.preempt_count_from_rq.is_some();
+        self.syscalls != SyscallMode::Exact
+            && self.sample_hz > 0
+            && count_readable
+            && !self.features.preempt_rt
+    }
+}
+
 /// A resolved attach mode: which twin of every program loads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attach {
@@ -79,6 +96,64 @@ impl Attach {
         match self {
             Attach::TpBtf => "tp_btf",
             Attach::RawTp => "raw_tp",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::features::KernelRelease;
+
+    fn config(syscalls: SyscallMode, sample_hz: u32, features: KernelFeatures) -> ProbeConfig {
+        ProbeConfig {
+            attach: AttachMode::Auto,
+            runq_threshold_ns: 1_000_000,
+            stall_threshold_ns: 10_000_000,
+            syscall_wall_threshold_ns: 10_000_000,
+            syscall_oncpu_threshold_ns: 1_000_000,
+            sample_hz,
+            record_rate: 1000,
+            syscalls,
+            cgroup_v1_cpu: false,
+            ksoftirqd: Vec::new(),
+            features,
+        }
+    }
+
+    #[test]
+    fn softirq_time_is_sampled_only_in_the_cheap_modes_where_ticks_can_tell() {
+        let placed = KernelFeatures {
+            release: KernelRelease(6, 1, 0),
+            sched_info: true,
+            rq_from_task: true,
+            hash_alloc_in_hooks: true,
+            task_storage_in_hooks: false,
+            preempt_rt: false,
+            preempt_count_from_rq: Some(-86_064),
+        };
+        let unplaced = KernelFeatures {
+            preempt_count_from_rq: None,
+            ..placed
+        };
+        let rt = KernelFeatures {
+            preempt_rt: true,
+            ..placed
+        };
+        let x86 = cfg!(target_arch = "x86_64");
+        for (mode, hz, features, sampled) in [
+            (SyscallMode::Sampled, 723, placed, true),
+            (SyscallMode::Off, 723, placed, true),
+            (SyscallMode::Exact, 723, placed, false), // exact on-CPU time of calls
+            (SyscallMode::Sampled, 0, placed, false), // no ticks
+            (SyscallMode::Sampled, 723, rt, false),   // softirqs not in the count
+            (SyscallMode::Sampled, 723, unplaced, !x86),
+        ] {
+            assert_eq!(
+                config(mode, hz, features).softirq_time_sampled(),
+                sampled,
+                "{mode:?} at {hz} Hz on {features:?}"
+            );
         }
     }
 }

@@ -110,14 +110,19 @@ pub(super) fn enable_programs(
             }
         }
         ProbeFamily::Softirq => {
+            let exit = !config.softirq_time_sampled();
             if btf {
                 enable(&mut p.btf_softirq_raise);
                 enable(&mut p.btf_softirq_entry);
-                enable(&mut p.btf_softirq_exit);
+                if exit {
+                    enable(&mut p.btf_softirq_exit);
+                }
             } else {
                 enable(&mut p.raw_softirq_raise);
                 enable(&mut p.raw_softirq_entry);
-                enable(&mut p.raw_softirq_exit);
+                if exit {
+                    enable(&mut p.raw_softirq_exit);
+                }
             }
         }
         ProbeFamily::Sampler => {

@@ -54,6 +54,12 @@ pub struct KernelFeatures {
     /// locks (before the allocator's raw locks), so nothing allocates in
     /// hooks there.
     pub preempt_rt: bool,
+    /// x86: how far each CPU's preempt count lies from its run queue (both
+    /// per-CPU variables), so that a sampler tick can tell it interrupted
+    /// a softirq. None where the kernel's BTF does not say: from 6.2 to
+    /// 6.14 the count sits inside `pcpu_hot`, and without
+    /// CONFIG_FAIR_GROUP_SCHED a task does not lead to its run queue.
+    pub preempt_count_from_rq: Option<i64>,
 }
 
 impl KernelFeatures {
@@ -67,15 +73,17 @@ impl KernelFeatures {
         let version = std::fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default();
         let preempt_rt = version.contains("PREEMPT_RT")
             || std::fs::read_to_string("/sys/kernel/realtime").is_ok_and(|r| r.trim() == "1");
+        let btf = Btf::from_vmlinux().ok();
         KernelFeatures {
             release,
             sched_info: std::path::Path::new("/proc/self/schedstat").exists(),
-            rq_from_task: Btf::from_vmlinux()
-                .map(|btf| struct_has_member(&btf, "sched_entity", "cfs_rq"))
-                .unwrap_or(false),
+            rq_from_task: btf
+                .as_ref()
+                .is_some_and(|btf| struct_has_member(btf, "sched_entity", "cfs_rq")),
             hash_alloc_in_hooks: release >= HASH_MEM_ALLOC && !preempt_rt,
             task_storage_in_hooks: release >= LOCAL_STORAGE_MEM_ALLOC && !preempt_rt,
             preempt_rt,
+            preempt_count_from_rq: btf.as_ref().and_then(preempt_count_from_rq),
         }
     }
 
@@ -84,6 +92,26 @@ impl KernelFeatures {
     pub fn runq_from_wakeup(&self) -> bool {
         !self.sched_info || !self.rq_from_task
     }
+}
+
+/// The distance from `runqueues` to `__preempt_count`, by their offsets in
+/// the kernel's per-CPU section.
+fn preempt_count_from_rq(btf: &Btf<'_>) -> Option<i64> {
+    let percpu = btf.type_by_name::<types::DataSec<'_>>(".data..percpu")?;
+    let offset_of = |name: &str| {
+        percpu
+            .iter()
+            .find(|v| {
+                btf.type_by_id::<types::Var<'_>>(v.ty)
+                    .and_then(|var| var.name())
+                    .is_some_and(|n| n == name)
+            })
+            .map(|v| i64::from(v.offset))
+    };
+    if !struct_has_member(btf, "sched_entity", "cfs_rq") {
+        return None;
+    }
+    Some(offset_of("__preempt_count")? - offset_of("runqueues")?)
 }
 
 fn struct_has_member(btf: &Btf<'_>, name: &str, member: &str) -> bool {

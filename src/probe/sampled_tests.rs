@@ -318,3 +318,93 @@ fn tp_btf_sampled_syscalls_keep_a_call_that_sleeps_halfway_whole() {
 fn raw_tp_sampled_syscalls_keep_a_call_that_sleeps_halfway_whole() {
     sampled_read_that_sleeps_is_one_call(AttachMode::RawTp);
 }
+
+/// A TCP stream over loopback between two threads of ours on CPU 1 for
+/// `length`: its NET_RX softirqs run on CPU 1, inside our threads' time.
+fn loopback_stream_on_cpu_1(length: Duration) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let reader = std::thread::spawn(move || {
+        pin_to(1);
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        while stream.read(&mut buf).unwrap() > 0 {}
+    });
+    pin_to(1);
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let chunk = vec![7u8; 1 << 16];
+    let start = Instant::now();
+    while start.elapsed() < length {
+        stream.write_all(&chunk).unwrap();
+    }
+    drop(stream);
+    reader.join().unwrap();
+}
+
+/// The cheap modes time softirqs by the sampler's ticks where the kernel's
+/// BTF says where the preempt count is (no program on softirq_exit): a
+/// loopback stream's NET_RX time on CPU 1 is counted in whole periods and
+/// charged to our threads, which it interrupted. (Its accuracy against
+/// ground truth: the ksoftirqd scenario.)
+fn sampled_softirq_time_is_counted_in_ticks(attach: AttachMode) {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = ProbeConfig {
+        syscalls: SyscallMode::Sampled,
+        ..config(attach)
+    };
+    assert!(
+        config.softirq_time_sampled(),
+        "this kernel's BTF places the preempt count: {:?}",
+        config.features
+    );
+    let mut storage = ObjectStorage::default();
+    let mut session = Session::start(&config, &mut storage).expect("probes load");
+    let programs: Vec<String> = session
+        .info()
+        .probes
+        .iter()
+        .flat_map(|p| p.programs.iter().map(|program| program.name.clone()))
+        .collect();
+    assert!(
+        programs.iter().any(|p| p.ends_with("softirq_entry"))
+            && !programs.iter().any(|p| p.ends_with("softirq_exit")),
+        "{programs:?}"
+    );
+    let stream = std::thread::spawn(|| loopback_stream_on_cpu_1(Duration::from_millis(400)));
+    stream.join().unwrap();
+    session.poll(Duration::from_millis(10));
+    let snapshot = session.snapshot(host::monotonic_ns());
+    let net_rx = snapshot
+        .softirq
+        .iter()
+        .find(|s| s.cpu == 1 && s.vector == 3)
+        .unwrap_or_else(|| panic!("no NET_RX on CPU 1: {:?}", snapshot.softirq));
+    assert!(
+        net_rx.run_total_ns > 0 && net_rx.run_total_ns % PERIOD_NS == 0,
+        "NET_RX on CPU 1 ran {} ns, not whole sampler periods of {PERIOD_NS} ns: {net_rx:?}",
+        net_rx.run_total_ns
+    );
+    let ours: u64 = snapshot
+        .softirq_stolen
+        .iter()
+        .filter(|s| s.pid == std::process::id() && s.vector == 3)
+        .map(|s| s.ns)
+        .sum();
+    assert!(
+        ours > 0 && ours <= net_rx.run_total_ns,
+        "{ours} ns of NET_RX charged to our threads, {} ns on CPU 1: {:?}",
+        net_rx.run_total_ns,
+        snapshot.softirq_stolen
+    );
+}
+
+#[test]
+fn tp_btf_sampled_mode_counts_softirq_time_in_ticks() {
+    sampled_softirq_time_is_counted_in_ticks(AttachMode::TpBtf);
+}
+
+#[test]
+fn raw_tp_sampled_mode_counts_softirq_time_in_ticks() {
+    sampled_softirq_time_is_counted_in_ticks(AttachMode::RawTp);
+}

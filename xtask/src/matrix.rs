@@ -157,22 +157,30 @@ fn target_dir() -> PathBuf {
 
 /// Boots `kernel` with the plan's initramfs and judges what it reported. Fails only when
 /// interrupted; a guest that failed, timed out or died is a judged failure. A guest whose
-/// results port stalled (its console shows the script went on), or that livelocked in the
-/// emulator while kernel text was patched, is booted once more.
+/// results port stalled (its console shows the script went on), that livelocked in the
+/// emulator while kernel text was patched, or that froze whole, is booted once more.
 fn run_guest(kernel: Kernel, plan: &Plan, initramfs: &Path, workdir: &Path) -> Result<GuestRun> {
     let dir = workdir.join(&kernel.release);
     fs::create_dir_all(&dir).with_context(|| format!("mkdir -p {}", dir.display()))?;
     let mut attempt = boot(&kernel, plan, initramfs, &dir)?;
-    let emulator_fault = match (&attempt.stalled_section, &attempt.text_patching_lockup) {
-        (Some(tag), _) => Some(format!(
+    let emulator_fault = match (
+        &attempt.stalled_section,
+        &attempt.text_patching_lockup,
+        &attempt.frozen_after,
+    ) {
+        (Some(tag), _, _) => Some(format!(
             "the results port stalled while sending {tag} (the console shows the guest went \
              on: a lost UART interrupt, not a guest failure)"
         )),
-        (None, Some(lockup)) => Some(format!(
+        (None, Some(lockup), _) => Some(format!(
             "{lockup} while kernel text was patched (int3, or stuck on a static key's nop): a \
              livelock of the emulator's stale translation, not of the guest"
         )),
-        (None, None) => None,
+        (None, None, Some(tag)) => Some(format!(
+            "the guest sent nothing after {tag} until killed, though each of its steps has a \
+             limit far shorter than that: the whole guest froze in the emulator"
+        )),
+        (None, None, None) => None,
     };
     if let Some(why) = emulator_fault {
         eprintln!(
@@ -197,6 +205,8 @@ struct Boot {
     stalled_section: Option<String>,
     /// Set when the guest died of a lockup while kernel text was being patched.
     text_patching_lockup: Option<String>,
+    /// Set when the host killed the guest with nothing sent since this section.
+    frozen_after: Option<String>,
 }
 
 fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Boot> {
@@ -229,6 +239,7 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
     let mut judged = guest::judge(&output, target, plan);
     let mut stalled_section = None;
     let mut text_patching_lockup = None;
+    let mut frozen_after = None;
     if outcome.is_err() || !output.done {
         // The firmware's screen control sequences are no use in a message.
         let console: String = fs::read(&guest.console)
@@ -239,6 +250,7 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
             .collect();
         if outcome.is_err() {
             stalled_section = guest_output::stalled_section(&console);
+            frozen_after = guest_output::silent_after(&console);
         }
         text_patching_lockup = guest_output::text_patching_lockup(&console);
         let how = match &outcome {
@@ -262,6 +274,7 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
         judged,
         stalled_section,
         text_patching_lockup,
+        frozen_after,
     })
 }
 

@@ -233,10 +233,16 @@ fn stalls_text(out: &mut String, r: &Report) {
             s.in_ksoftirqd
         );
     }
+    // Sampled: each count is a sampler tick that found the softirq running.
+    let counted = if r.settings.softirq_time == "sampled" {
+        "ticks, sampled"
+    } else {
+        "times"
+    };
     for s in r.softirq_stolen.iter().take(5) {
         let _ = writeln!(
             out,
-            "  {} ran {} inside {} [{}]'s time slices ({} times)",
+            "  {} ran {} inside {} [{}]'s time slices ({} {counted})",
             s.vector,
             ms(s.ns),
             s.comm,

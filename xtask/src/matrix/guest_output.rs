@@ -30,6 +30,20 @@ pub fn stalled_section(console: &str) -> Option<String> {
     sending.map(str::to_string)
 }
 
+/// The section a guest last sent before it fell silent: its console's last marker says a
+/// section was sent, and no other began. Every step in the guest runs under its own limit, past
+/// which its section is sent anyway, and the host's limit is their sum; a guest killed by the
+/// host with nothing sent since froze whole (no watchdog, no timer of its own fired): the
+/// emulator, as in the TCG text-patching livelocks, not a step that hung.
+pub fn silent_after(console: &str) -> Option<String> {
+    let last = console
+        .lines()
+        .rev()
+        .find(|line| line.contains(SENDING) || line.contains(SENT))?;
+    let (_, tag) = last.split_once(SENT)?;
+    Some(tag.trim().to_string())
+}
+
 /// The lockup line of a guest that livelocked in the emulator while kernel text was patched (a
 /// tracepoint's static key switched as programs attach or detach): a soft lockup or an RCU stall,
 /// with a CPU in the int3 handler of the patching, or the stuck CPU on a patchable 5-byte nop
@@ -176,6 +190,16 @@ mod tests {
         );
         assert_eq!(text_patching_lockup(lockup), None);
         assert_eq!(text_patching_lockup(patching), None);
+    }
+
+    #[test]
+    fn a_guest_silent_since_its_last_section_is_found() {
+        let sent = "[    2.355359] kernel-matrix: sending kernel\n\
+                    [    2.365093] kernel-matrix: sent kernel\n";
+        assert_eq!(silent_after(sent).as_deref(), Some("kernel"));
+        let sending = format!("{sent}[   40.1] kernel-matrix: sending probe-tests\n");
+        assert_eq!(silent_after(&sending), None);
+        assert_eq!(silent_after("Booting from ROM...\n"), None);
     }
 
     #[test]
