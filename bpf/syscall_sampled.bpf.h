@@ -377,7 +377,8 @@ static __always_inline bool sampled_stack_due(struct cpu_state *cs, __u32 tid, _
 		__u32 ticks = cs->sampled[i].ticks;
 
 		if (ticks && cs->sampled[i].task.tid == tid)
-			return ticks * sample_period_ns >= after && !(ticks & (ticks - 1));
+			return ticks >= 2 && ticks * sample_period_ns >= after &&
+			       !(ticks & (ticks - 1));
 	}
 	return false;
 }
