@@ -11,7 +11,7 @@ mod testing;
 mod throttle;
 mod walk;
 
-pub use container::container_of;
+pub use container::{container_of, pod_ids, PodNames};
 pub use hierarchy::Hierarchy;
 pub use resolve::Resolver;
 pub use throttle::read_throttling;

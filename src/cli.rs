@@ -20,6 +20,7 @@ const EXAMPLES: &str = "Examples:
   stalltop report node.stl                   summary of a recording
   stalltop report node.stl --json            the same as one JSON object
   stalltop replay node.stl                   browse a recording in the live view
+  sudo stalltop serve --flight-dir DIR       Prometheus metrics on :9750, flight recorder
   stalltop completions bash                  shell completions; `stalltop man` prints the man page
 
 Durations take a unit: 500us, 2ms, 10s, 5m.";
@@ -32,6 +33,7 @@ const EXAMPLES_AND_READING: &str = "Examples:
   stalltop report node.stl                   summary of a recording
   stalltop report node.stl --json            the same as one JSON object
   stalltop replay node.stl                   browse a recording in the live view
+  sudo stalltop serve --flight-dir DIR       Prometheus metrics on :9750, flight recorder
   stalltop completions bash                  shell completions; `stalltop man` prints the man page
 
 Durations take a unit: 500us, 2ms, 10s, 5m.
@@ -63,6 +65,16 @@ Reading a stall line of the summary:
   CPU 3 stalled 105 ms; what waited; who held the CPU (pid, container), the
   syscall and file it was in, its time on the CPU, and the kernel function
   the sampler found it in most often.";
+
+const SERVE_EXAMPLES: &str = "Examples:
+  sudo stalltop serve                                        metrics on 127.0.0.1:9750
+  sudo stalltop serve --listen 0.0.0.0:9750 --flight-dir /var/lib/stalltop/flight
+                                                             ... and keep 2 minutes before each stall of 50ms+
+  curl -s localhost:9750/metrics | grep stalltop_stalls      what Prometheus scrapes
+  curl -s localhost:9750/stalls                              the recent stalls, as JSON
+  curl -s -X POST localhost:9750/dump                        write a flight recording now (also: kill -USR1)
+  stalltop report /var/lib/stalltop/flight/node-7-20261125T120000.123Z.stl
+SIGTERM or Ctrl-C detaches the probes and exits 0.";
 
 const REPLAY_EXAMPLES: &str = "Examples:
   stalltop replay node.stl             play from the start in recording time
@@ -104,6 +116,11 @@ pub enum Command {
     /// Browse a recording in the live view, in recording time.
     #[command(after_help = REPLAY_EXAMPLES)]
     Replay(ReplayArgs),
+    /// Run headless and unattended (systemd, a Kubernetes DaemonSet):
+    /// Prometheus metrics over HTTP, and a flight recorder that keeps the
+    /// minutes before each long stall on disk.
+    #[command(after_help = SERVE_EXAMPLES)]
+    Serve(ServeArgs),
     /// Print shell completions for stalltop (e.g. `stalltop completions bash >
     /// /etc/bash_completion.d/stalltop`).
     Completions(CompletionsArgs),
@@ -190,6 +207,39 @@ pub struct RecordArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address and port to serve /metrics, /healthz, /stalls and POST /dump
+    /// on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9750")]
+    pub listen: std::net::SocketAddr,
+
+    /// Keep recordings of the minutes around long stalls in DIR (created
+    /// 0700 if missing; each file 0600, readable by `report` and `replay`).
+    /// Without it, nothing is written to disk.
+    #[arg(long, value_name = "DIR")]
+    pub flight_dir: Option<PathBuf>,
+
+    /// How much of the past a flight recording holds before its trigger.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration, requires = "flight_dir")]
+    pub keep: Duration,
+
+    /// A stall at least this long writes a flight recording (so do SIGUSR1
+    /// and POST /dump).
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_threshold, requires = "flight_dir")]
+    pub trigger: Duration,
+
+    /// Most disk the flight directory's recordings take; the oldest are
+    /// deleted first (e.g. 500MiB, 1GiB).
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size, requires = "flight_dir")]
+    pub flight_max: u64,
+
+    /// Containers with series of their own in the metrics; the rest are
+    /// summed under container="other".
+    #[arg(long, value_name = "N", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_series_containers: u32,
+}
+
+#[derive(Args, Debug)]
 pub struct ReportArgs {
     /// A recording written by `stalltop record`.
     #[arg(value_name = "FILE")]
@@ -231,6 +281,14 @@ fn parse_delay(text: &str) -> Result<Duration, String> {
 /// is required.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim()).map_err(|e| format!("`{}`: {e}", text.trim()))
+}
+
+/// A size with a unit: 500MiB, 1GiB, 2GB.
+fn parse_size(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|size| size.as_u64())
+        .map_err(|e| format!("`{}`: {e}", text.trim()))
 }
 
 /// A stall threshold: at least 1 ms, so the probes stay cheap.

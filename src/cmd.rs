@@ -6,3 +6,4 @@ pub mod live;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod serve;

@@ -59,6 +59,11 @@ impl Histogram {
         self.slots[slot] += 1;
     }
 
+    /// Counts per slot, trailing empty slots left out.
+    pub fn slots(&self) -> &[u64] {
+        &self.slots
+    }
+
     pub fn count(&self) -> u64 {
         self.slots.iter().sum()
     }

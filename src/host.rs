@@ -19,8 +19,13 @@ pub fn info() -> HostInfo {
         let count = std::thread::available_parallelism().map_or(1, |n| n.get());
         CpuList::first(u32::try_from(count).unwrap_or(1))
     });
+    // A DaemonSet's pod has its own host name; its manifest passes the node's.
+    let hostname = std::env::var("NODE_NAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| read("/proc/sys/kernel/hostname"));
     HostInfo {
-        hostname: read("/proc/sys/kernel/hostname"),
+        hostname,
         kernel: read("/proc/sys/kernel/osrelease"),
         cpus: u32::try_from(online.len()).unwrap_or(u32::MAX).max(1),
         online: Some(online),
@@ -47,6 +52,11 @@ pub fn ksoftirqd_threads() -> Vec<(u32, u32)> {
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
 pub fn monotonic_ns() -> u64 {
     ns(clock_gettime(ClockId::Monotonic))
+}
+
+/// CPU time this process used, all threads, in ns.
+pub fn process_cpu_ns() -> u64 {
+    ns(clock_gettime(ClockId::ProcessCPUTime))
 }
 
 /// Unix time minus CLOCK_MONOTONIC, in ns.

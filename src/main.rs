@@ -8,8 +8,10 @@ mod cli;
 mod cmd;
 mod cpulist;
 mod event;
+mod fleet;
 mod histogram;
 mod host;
+mod kubelet;
 mod model;
 mod probe;
 mod record;
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Some(Command::Report(args)) => cmd::report::run(args),
         Some(Command::Record(args)) => block_on(cmd::record::run(args, &cli.probe)),
         Some(Command::Replay(args)) => block_on(cmd::replay::run(args)),
+        Some(Command::Serve(args)) => block_on(cmd::serve::run(args, &cli.probe)),
         Some(Command::Completions(args)) => cmd::completions::completions(args.shell),
         Some(Command::Man) => cmd::completions::man(),
         None => block_on(cmd::live::run(&cli.probe, cli.delay)),

@@ -9,13 +9,14 @@ mod stalls;
 mod throttle;
 mod waits;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub use culprits::{path_pattern, CulpritRow};
 pub use report::{Report, RunqRow, StallRow, SyscallRow, ThrottleRow};
 pub use stalls::{Stall, StallKind};
 pub use waits::waits_by_design;
 
+use crate::cgroup::{container_of, PodNames};
 use crate::event::{self, Event, RunqWait, SlowSyscall};
 use crate::stream::{Entry, Header, KernelSnapshot};
 use stalls::StallTracker;
@@ -37,6 +38,9 @@ pub struct Analysis {
     takeovers: VecDeque<RunqWait>,
     slow_syscalls: VecDeque<SlowSyscall>,
     undecodable_records: u64,
+    /// ksoftirqd waits over the threshold since the start, by CPU (the
+    /// `takeovers` list keeps only the latest).
+    takeovers_by_cpu: BTreeMap<u32, u64>,
 }
 
 /// What names tables said so far.
@@ -45,21 +49,29 @@ struct Names {
     cgroups: HashMap<u64, String>,
     kernel_symbols: HashMap<u64, String>,
     user_symbols: HashMap<(u32, u64), String>,
+    pods: PodNames,
 }
 
 impl Analysis {
     pub fn new(header: Header) -> Analysis {
+        Analysis::keeping(header, stalls::MAX_STALLS)
+    }
+
+    /// An analysis that keeps at most `max_stalls` stalls (the oldest go
+    /// first): a long-running `serve` keeps few, with their samples.
+    pub fn keeping(header: Header, max_stalls: usize) -> Analysis {
         Analysis {
             last_ts: header.start_ns,
             header,
             names: Names::default(),
             kernel: None,
             throttle: ThrottleTracker::default(),
-            stalls: StallTracker::default(),
+            stalls: StallTracker::new(max_stalls),
             runq_waits: VecDeque::new(),
             takeovers: VecDeque::new(),
             slow_syscalls: VecDeque::new(),
             undecodable_records: 0,
+            takeovers_by_cpu: BTreeMap::new(),
         }
     }
 
@@ -91,6 +103,11 @@ impl Analysis {
                         .iter()
                         .map(|(pid, addr, name)| ((*pid, *addr), name.clone())),
                 );
+                self.names.pods.pods.extend(n.pods.iter().cloned());
+                self.names
+                    .pods
+                    .containers
+                    .extend(n.containers.iter().cloned());
             }
         }
     }
@@ -105,6 +122,7 @@ impl Analysis {
             Event::Takeover(w) => {
                 self.last_ts = self.last_ts.max(w.ts_ns);
                 self.stalls.runq(&w, StallKind::Ksoftirqd);
+                *self.takeovers_by_cpu.entry(w.cpu).or_default() += 1;
                 push_bounded(&mut self.takeovers, w);
             }
             Event::Softirq(s) => {
@@ -137,6 +155,12 @@ impl Analysis {
             .unwrap_or_else(|| format!("cgroup#{id}"))
     }
 
+    /// The container label of a cgroup path (see `cgroup::container_of`),
+    /// with the pod and container names the stream gave.
+    pub fn container_of_path(&self, cgroup_path: &str) -> String {
+        container_of(cgroup_path, &self.names.pods)
+    }
+
     /// A kernel frame's name, or its address.
     pub fn kernel_symbol(&self, addr: u64) -> String {
         self.names
@@ -162,6 +186,41 @@ impl Analysis {
     pub fn report(&self) -> Report {
         report::build(self)
     }
+
+    /// The latest `n` stalls as the report shows them, oldest first.
+    pub fn recent_stall_rows(&self, n: usize) -> Vec<StallRow> {
+        let stalls = self.stalls.stalls();
+        let skip = stalls.len().saturating_sub(n);
+        stalls
+            .skip(skip)
+            .map(|s| report::stall_row(self, s))
+            .collect()
+    }
+
+    /// Latest time any entry carried (CLOCK_MONOTONIC ns).
+    pub fn now_ns(&self) -> u64 {
+        self.last_ts
+    }
+
+    /// The latest cumulative kernel aggregates, once a snapshot came.
+    pub fn kernel(&self) -> Option<&KernelSnapshot> {
+        self.kernel.as_ref()
+    }
+
+    /// ksoftirqd waits over the threshold since the start, by CPU.
+    pub fn takeovers_by_cpu(&self) -> &BTreeMap<u32, u64> {
+        &self.takeovers_by_cpu
+    }
+
+    /// Records that could not be decoded since the start.
+    pub fn undecodable_records(&self) -> u64 {
+        self.undecodable_records
+    }
+
+    /// The container label of a cgroup id (see `cgroup::container_of`).
+    pub fn container(&self, cgroup: u64) -> String {
+        self.container_of_path(&self.cgroup_path(cgroup))
+    }
 }
 
 fn push_bounded<T>(queue: &mut VecDeque<T>, item: T) {
@@ -174,4 +233,4 @@ fn push_bounded<T>(queue: &mut VecDeque<T>, item: T) {
 #[cfg(test)]
 mod stall_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -16,7 +16,7 @@ mod reader;
 mod writer;
 
 pub use reader::read;
-pub use writer::Writer;
+pub use writer::{ChunkBuilder, Writer};
 // The rest of the API; callers name these types only when they need to.
 #[allow(unused_imports)]
 pub use {
@@ -136,6 +136,7 @@ mod tests {
                 vector: 3, // NET_RX
                 delay: histogram(&[2_000, 40_000, 7_500_000]),
                 count: 3,
+                delay_total_ns: 0,
                 delay_max_ns: 7_500_000,
                 run_total_ns: 1_900_000,
                 run_max_ns: 1_200_000,
@@ -199,6 +200,11 @@ mod tests {
             ],
             kernel_symbols: vec![(0xffff_ffff_8112_3450, "net_rx_action".into())],
             user_symbols: vec![(31337, 0x5555_5555_a000, "LWLockAcquire".into())],
+            pods: vec![(
+                "6b1f3c2e-8d4a-4e5b-9c7d-2a1b0c9d8e7f".into(),
+                "shop/cart-7d9f".into(),
+            )],
+            containers: vec![("3f4a".repeat(16), "redis".into())],
         })
     }
 

@@ -1,7 +1,9 @@
 //! The live source: a thread that runs the probe session, resolves cgroup
-//! names and polls CFS throttling, and sends `Entry`s into a bounded
-//! channel. Replay reads the same entries from a recording instead.
+//! names (and the Kubernetes names of their pods and containers) and polls
+//! CFS throttling, and sends `Entry`s into a bounded channel. Replay reads
+//! the same entries from a recording instead.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -13,6 +15,7 @@ use crate::cgroup::{self, Hierarchy, Resolver};
 use crate::cpulist::CpuList;
 use crate::event::{self, Event, Sample};
 use crate::host;
+use crate::kubelet::{self, PodNamer};
 use crate::probe::{self, ObjectStorage, ProbeConfig, ProbeError, ProbeInfo, Session};
 use crate::stream::{Entry, Header, KernelSnapshot, NameTable, Settings, ThrottleSnapshot};
 use crate::symbols::StackNamer;
@@ -153,9 +156,11 @@ fn send_snapshots(
 }
 
 /// Names the cgroup ids and stack addresses that events and snapshots
-/// mention (each once) and sends the new ones ahead of them.
+/// mention (each once), and the pods and containers of those cgroups, and
+/// sends the new ones ahead of them.
 struct Names {
     resolver: Resolver,
+    pods: PodNamer,
     stacks: StackNamer,
 }
 
@@ -163,6 +168,7 @@ impl Names {
     fn new(hierarchy: &Hierarchy) -> Names {
         Names {
             resolver: Resolver::new(hierarchy),
+            pods: PodNamer::new(Path::new(kubelet::LOG_ROOT)),
             stacks: StackNamer::new(),
         }
     }
@@ -183,10 +189,16 @@ impl Names {
             })
             .collect();
         let symbols = self.stacks.name(&samples);
+        let cgroups = self.resolver.resolved_since_last_call();
+        let pods = self
+            .pods
+            .name(cgroups.iter().map(|(_, path)| path.as_str()));
         let table = NameTable {
-            cgroups: self.resolver.resolved_since_last_call(),
+            cgroups,
             kernel_symbols: symbols.kernel,
             user_symbols: symbols.user,
+            pods: pods.pods.into_iter().collect(),
+            containers: pods.containers.into_iter().collect(),
         };
         table == NameTable::default() || tx.blocking_send(Entry::Names(table)).is_ok()
     }

@@ -145,6 +145,9 @@ pub struct SoftirqStats {
     pub vector: u32,
     pub delay: Histogram,
     pub count: u64,
+    /// Sum of the delays (recordings made before it was kept read 0).
+    #[serde(default)]
+    pub delay_total_ns: u64,
     pub delay_max_ns: u64,
     pub run_total_ns: u64,
     pub run_max_ns: u64,
@@ -255,7 +258,9 @@ pub struct CgroupThrottle {
 
 /// Names for ids and addresses that the probe records carry: cgroup id
 /// (kernfs inode) -> path relative to its hierarchy root; code address ->
-/// symbol, for kernel stacks and, per process, user stacks.
+/// symbol, for kernel stacks and, per process, user stacks; and the
+/// Kubernetes names of the pods and containers those paths hold (see
+/// src/kubelet.rs; recordings before these fields have none).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct NameTable {
     pub cgroups: Vec<(u64, String)>,
@@ -263,4 +268,51 @@ pub struct NameTable {
     pub kernel_symbols: Vec<(u64, String)>,
     #[serde(default)]
     pub user_symbols: Vec<(u32, u64, String)>,
+    /// Pod uid (`-` separated) -> `namespace/pod`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<(String, String)>,
+    /// Container id (64 hex digits) -> container name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<(String, String)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubernetes_names() -> NameTable {
+        NameTable {
+            cgroups: vec![(7, "/kubepods/podabc".into())],
+            pods: vec![("6b1f3c2e-8d4a".into(), "shop/cart".into())],
+            containers: vec![("3f4a".repeat(16), "redis".into())],
+            ..NameTable::default()
+        }
+    }
+
+    #[test]
+    fn name_tables_with_kubernetes_names_round_trip() {
+        let json = serde_json::to_string(&kubernetes_names()).unwrap();
+        assert!(
+            json.contains(r#""pods":[["6b1f3c2e-8d4a","shop/cart"]]"#),
+            "{json}"
+        );
+        let read: NameTable = serde_json::from_str(&json).unwrap();
+        assert_eq!(read, kubernetes_names());
+    }
+
+    #[test]
+    fn name_tables_without_kubernetes_names_read_and_write_as_before() {
+        // A names entry as recordings made before the Kubernetes fields hold.
+        let old = r#"{"cgroups":[[7,"/kubepods/podabc"]],"kernel_symbols":[],"user_symbols":[]}"#;
+        let read: NameTable = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            read,
+            NameTable {
+                cgroups: vec![(7, "/kubepods/podabc".into())],
+                ..NameTable::default()
+            }
+        );
+        assert!(read.pods.is_empty() && read.containers.is_empty());
+        assert_eq!(serde_json::to_string(&read).unwrap(), old);
+    }
 }

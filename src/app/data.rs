@@ -75,6 +75,10 @@ impl Data {
                 self.names
                     .user_symbols
                     .extend(names.user_symbols.iter().cloned());
+                self.names.pods.extend(names.pods.iter().cloned());
+                self.names
+                    .containers
+                    .extend(names.containers.iter().cloned());
                 self.analysis.apply(entry);
             }
             Entry::Throttle(_) => self.analysis.apply(entry),

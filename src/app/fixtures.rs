@@ -292,7 +292,7 @@ fn names() -> Entry {
             .chain(SLAB_STACK.iter())
             .map(|&(a, name)| (a, name.to_string()))
             .collect(),
-        user_symbols: Vec::new(),
+        ..NameTable::default()
     })
 }
 
@@ -381,6 +381,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
             vector: 3,
             delay: histogram(&[(20_000, 5_000 * step), (105 * MS, 3)]),
             count: 5_000 * step + 3,
+            delay_total_ns: 0,
             delay_max_ns: 105 * MS,
             run_total_ns: 900 * MS * step,
             run_max_ns: 2 * MS,

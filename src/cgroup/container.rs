@@ -1,23 +1,47 @@
 //! cgroup path -> short container identity (Kubernetes pod and container,
 //! docker/containerd/cri-o/podman container, systemd unit). Pure string
-//! work: no I/O, no knowledge of ids or hierarchies.
+//! work: no I/O, no knowledge of ids or hierarchies; Kubernetes names come
+//! in as a `PodNames` table.
+
+use std::collections::BTreeMap;
+
+/// The names a node's kubelet gave its pods and containers (read by
+/// src/kubelet.rs): pod uid, `-` separated -> `namespace/pod`; container
+/// id (64 hex digits) -> container name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodNames {
+    pub pods: BTreeMap<String, String>,
+    pub containers: BTreeMap<String, String>,
+}
+
+/// The Kubernetes ids a cgroup path holds.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PodIds {
+    /// `-` separated, as the kubelet spells it (the systemd driver's slice
+    /// names have `_`).
+    pub uid: String,
+    /// Set for a container's cgroup (or one below it).
+    pub container: Option<String>,
+}
 
 /// Short identity of whatever owns the cgroup at `path` (relative to the
 /// hierarchy root):
 /// - `host` for the root;
-/// - `pod:<uid8>/<container12>` or `pod:<uid8>` under a kubepods hierarchy
-///   (cgroupfs or systemd driver);
+/// - under a kubepods hierarchy (cgroupfs or systemd driver):
+///   `namespace/pod/container` or `namespace/pod` with the names in
+///   `names`, else `pod:<uid8>` for the pod and `<container12>` for the
+///   container (`pod:<uid8>/<container12>`);
 /// - `docker:<id12>`, `containerd:<id12>`, `crio:<id12>`, `podman:<id12>`,
 ///   or `container:<id12>` for a bare id whose runtime the path does not
 ///   tell; the innermost container wins when they nest;
 /// - the innermost systemd unit (`nginx.service`, `session-3.scope`);
 /// - otherwise the path itself.
-pub fn container_of(path: &str) -> String {
-    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+pub fn container_of(path: &str, names: &PodNames) -> String {
+    let parts = parts(path);
     if parts.is_empty() {
         return "host".to_string();
     }
-    if let Some(pod) = kubernetes(&parts) {
+    if let Some(pod) = kubernetes(&parts, names) {
         return pod;
     }
     if let Some(container) = (0..parts.len()).rev().find_map(|i| runtime(&parts, i)) {
@@ -29,23 +53,63 @@ pub fn container_of(path: &str) -> String {
     path.to_string()
 }
 
-/// The pod and container of a path through a kubepods hierarchy, whichever
-/// the cgroup driver and wherever the kubelet's root sits (kind nodes put
-/// it under `/docker/<node>/`).
-fn kubernetes(parts: &[&str]) -> Option<String> {
+/// The pod uid and container id of a path through a kubepods hierarchy.
+pub fn pod_ids(path: &str) -> Option<PodIds> {
+    let cgroup = pod_cgroup(&parts(path))?;
+    Some(PodIds {
+        uid: cgroup.uid,
+        container: cgroup
+            .child
+            .and_then(container_id)
+            .map(|(_, id)| id.to_string()),
+    })
+}
+
+fn parts(path: &str) -> Vec<&str> {
+    path.split('/').filter(|p| !p.is_empty()).collect()
+}
+
+/// A cgroup at or below a pod's in a kubepods hierarchy.
+struct PodCgroup<'a> {
+    /// `-` separated.
+    uid: String,
+    /// The cgroup right below the pod's, if the path goes below it.
+    child: Option<&'a str>,
+}
+
+/// Whichever the cgroup driver and wherever the kubelet's root sits (kind
+/// nodes put it under `/docker/<node>/`).
+fn pod_cgroup<'a>(parts: &[&'a str]) -> Option<PodCgroup<'a>> {
     let kubepods = parts.iter().position(|p| p.starts_with("kubepods"))?;
     let (offset, uid) = parts[kubepods..]
         .iter()
         .enumerate()
         .find_map(|(i, p)| pod_uid(p).map(|uid| (i, uid)))?;
-    let pod = format!("pod:{}", short(uid, 8));
-    match parts.get(kubepods + offset + 1) {
+    Some(PodCgroup {
+        uid: uid.replace('_', "-"),
+        child: parts.get(kubepods + offset + 1).copied(),
+    })
+}
+
+/// The pod and container of a path through a kubepods hierarchy, by name
+/// where `names` has them.
+fn kubernetes(parts: &[&str], names: &PodNames) -> Option<String> {
+    let cgroup = pod_cgroup(parts)?;
+    let pod = match names.pods.get(&cgroup.uid) {
+        Some(name) => name.clone(),
+        None => format!("pod:{}", short(&cgroup.uid, 8)),
+    };
+    let container = |id: &str| match names.containers.get(id) {
+        Some(name) => name.clone(),
+        None => short(id, 12).to_string(),
+    };
+    match cgroup.child {
         None => Some(pod),
         Some(child) => match container_id(child) {
             // cri-o's monitor process has a cgroup of its own beside the
             // container's: same id, so say which one this is.
-            Some(("conmon", id)) => Some(format!("{pod}/conmon-{}", short(id, 12))),
-            Some((_, id)) => Some(format!("{pod}/{}", short(id, 12))),
+            Some(("conmon", id)) => Some(format!("{pod}/conmon-{}", container(id))),
+            Some((_, id)) => Some(format!("{pod}/{}", container(id))),
             None => Some(format!("{pod}/{child}")),
         },
     }
@@ -128,7 +192,11 @@ mod tests {
     const UID_SYSTEMD: &str = "6b1f3c2e_8d4a_4e5b_9c7d_2a1b0c9d8e7f";
 
     fn check(path: &str, expected: &str) {
-        assert_eq!(container_of(path), expected, "path {path}");
+        assert_eq!(
+            container_of(path, &PodNames::default()),
+            expected,
+            "path {path}"
+        );
     }
 
     #[test]
@@ -345,12 +413,107 @@ mod tests {
             "/kubepods/pod12345678/docker-.scope",
             "\u{0}",
         ] {
-            let _ = container_of(path);
+            let _ = container_of(path, &PodNames::default());
+            let _ = pod_ids(path);
         }
         check(
             "/kubepods/pod12345678/docker-.scope",
             "pod:12345678/docker-.scope",
         );
         check("/kubepods/podabcd", "/kubepods/podabcd");
+    }
+
+    fn names() -> PodNames {
+        PodNames {
+            pods: BTreeMap::from([(UID.to_string(), "shop/cart-7d9f".to_string())]),
+            containers: BTreeMap::from([(CID.to_string(), "redis".to_string())]),
+        }
+    }
+
+    #[test]
+    fn kubernetes_names_replace_the_ids_under_both_drivers() {
+        let systemd = format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_SYSTEMD}.slice"
+        );
+        let cgroupfs = format!("/kubepods/burstable/pod{UID}");
+        for pod in [systemd.clone(), cgroupfs.clone()] {
+            assert_eq!(container_of(&pod, &names()), "shop/cart-7d9f", "{pod}");
+        }
+        for container in [
+            format!("{systemd}/cri-containerd-{CID}.scope"),
+            format!("{systemd}/crio-{CID}.scope/container"),
+            format!("{cgroupfs}/{CID}"),
+        ] {
+            assert_eq!(
+                container_of(&container, &names()),
+                "shop/cart-7d9f/redis",
+                "{container}"
+            );
+        }
+        assert_eq!(
+            container_of(&format!("{systemd}/crio-conmon-{CID}.scope"), &names()),
+            "shop/cart-7d9f/conmon-redis"
+        );
+    }
+
+    #[test]
+    fn kubernetes_names_that_are_missing_keep_the_short_ids() {
+        let sandbox = "aaaabbbbccccddddeeeeffff0000111122223333444455556666777788889999";
+        let base = format!("/kubepods/burstable/pod{UID}");
+        // A pod's sandbox (pause) container writes no log: no name.
+        assert_eq!(
+            container_of(&format!("{base}/{sandbox}"), &names()),
+            "shop/cart-7d9f/aaaabbbbcccc"
+        );
+        let container_only = PodNames {
+            pods: BTreeMap::new(),
+            ..names()
+        };
+        assert_eq!(
+            container_of(&format!("{base}/{CID}"), &container_only),
+            "pod:6b1f3c2e/redis"
+        );
+        let other_pod = "0f1e2d3c-0000-4000-8000-000000000000";
+        assert_eq!(
+            container_of(&format!("/kubepods/pod{other_pod}/{sandbox}"), &names()),
+            "pod:0f1e2d3c/aaaabbbbcccc"
+        );
+        // Names apply to pods only.
+        assert_eq!(
+            container_of(&format!("/docker/{CID}"), &names()),
+            "docker:3f4a1b2c9d8e"
+        );
+    }
+
+    #[test]
+    fn pod_ids_of_both_drivers() {
+        let expected = |container: Option<&str>| {
+            Some(PodIds {
+                uid: UID.to_string(),
+                container: container.map(str::to_string),
+            })
+        };
+        let systemd = format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_SYSTEMD}.slice"
+        );
+        assert_eq!(pod_ids(&systemd), expected(None));
+        assert_eq!(
+            pod_ids(&format!("{systemd}/cri-containerd-{CID}.scope")),
+            expected(Some(CID))
+        );
+        assert_eq!(
+            pod_ids(&format!("/kubepods/burstable/pod{UID}")),
+            expected(None)
+        );
+        assert_eq!(
+            pod_ids(&format!("/kubepods/burstable/pod{UID}/{CID}")),
+            expected(Some(CID))
+        );
+        assert_eq!(
+            pod_ids(&format!("/kubepods/pod{UID}/sidecar")),
+            expected(None)
+        );
+        assert_eq!(pod_ids(&format!("/docker/{CID}")), None);
+        assert_eq!(pod_ids("/kubepods/burstable"), None);
     }
 }

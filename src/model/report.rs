@@ -14,12 +14,14 @@ use super::culprits::CulpritRow;
 use super::stalls::StallKind;
 use crate::stream::{HostInfo, ProbeLoad, Settings};
 
-pub(super) use build::build;
+pub(super) use build::{build, stall_row};
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Report {
     pub version: &'static str,
     pub host: HostInfo,
+    /// When the recording starts (CLOCK_MONOTONIC ns, as every `*_ns` time).
+    pub start_ns: u64,
     pub duration_ns: u64,
     pub settings: Settings,
     /// Optional probes that did not come up during the recording.
@@ -241,6 +243,7 @@ pub struct PreemptedBy {
 pub struct PreemptorRow {
     pub comm: String,
     pub cgroup: String,
+    pub container: String,
     pub count: u64,
 }
 

@@ -29,7 +29,7 @@ fn symbols_and_cgroups() -> Entry {
     Entry::Names(NameTable {
         cgroups: vec![(ROOT, "/".into()), (CADVISOR, "/kubepods/besteffort/pod11112222-3333-4444-5555-666677778888/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".into())],
         kernel_symbols: MEMCG_STACK.iter().map(|&(a, n)| (a, n.to_string())).collect(),
-        user_symbols: vec![],
+        ..NameTable::default()
     })
 }
 

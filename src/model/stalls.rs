@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::event::{RunqWait, Sample, SlowSyscall, SoftirqDelay, TaskRef};
 
-/// Stalls kept (oldest dropped first).
-const MAX_STALLS: usize = 50_000;
+/// Stalls kept by default (oldest dropped first).
+pub const MAX_STALLS: usize = 50_000;
 /// Recent stalls per CPU that a new signal may still overlap.
 const OPEN_PER_CPU: usize = 64;
 /// Samples kept per CPU to attach to stalls that end later.
@@ -153,8 +153,9 @@ struct Signal {
     sample: Option<Sample>,
 }
 
-#[derive(Default)]
 pub struct StallTracker {
+    /// At most this many stalls are kept (oldest dropped first).
+    max_stalls: usize,
     stalls: VecDeque<Stall>,
     next_id: u64,
     /// cpu -> ids of its most recent stalls
@@ -164,6 +165,17 @@ pub struct StallTracker {
 }
 
 impl StallTracker {
+    pub fn new(max_stalls: usize) -> Self {
+        StallTracker {
+            max_stalls: max_stalls.max(1),
+            stalls: VecDeque::new(),
+            next_id: 0,
+            open: HashMap::new(),
+            recent_samples: HashMap::new(),
+            recent_calls: VecDeque::new(),
+        }
+    }
+
     pub fn stalls(&self) -> impl DoubleEndedIterator<Item = &Stall> + ExactSizeIterator {
         self.stalls.iter()
     }
@@ -346,7 +358,7 @@ impl StallTracker {
         let (cpu, start_ns, end_ns) = (signal.cpu, signal.start_ns, signal.end_ns);
         let id = self.next_id;
         self.next_id += 1;
-        if self.stalls.len() == MAX_STALLS {
+        if self.stalls.len() >= self.max_stalls {
             if let Some(old) = self.stalls.pop_front() {
                 if let Some(ids) = self.open.get_mut(&old.cpu) {
                     ids.retain(|&i| i != old.id);

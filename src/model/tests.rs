@@ -10,12 +10,12 @@ use crate::stream::{
     ThrottleSnapshot,
 };
 
-pub(super) const MS: u64 = 1_000_000;
-pub(super) const VICTIM: u64 = 4001;
-pub(super) const NOISY: u64 = 4002;
+pub(crate) const MS: u64 = 1_000_000;
+pub(crate) const VICTIM: u64 = 4001;
+pub(crate) const NOISY: u64 = 4002;
 pub(super) const ROOT: u64 = 1;
 
-pub(super) fn header() -> Header {
+pub(crate) fn header() -> Header {
     Header {
         host: HostInfo {
             hostname: "node-7".into(),
@@ -41,7 +41,7 @@ pub(super) fn header() -> Header {
     }
 }
 
-fn names() -> Entry {
+pub(crate) fn names() -> Entry {
     Entry::Names(NameTable {
         cgroups: vec![
             (ROOT, "/".into()),
@@ -133,6 +133,32 @@ pub(super) fn analyse(entries: &[Entry]) -> Report {
         a.apply(e);
     }
     a.report()
+}
+
+/// The victim's pod and container by name, sent after the cgroup paths
+/// (a live source names a pod once its logs are read).
+#[test]
+fn kubernetes_names_label_the_victim_everywhere() {
+    let mut stream = noisy_neighbour_stream();
+    stream.push(Entry::Names(NameTable {
+        pods: vec![(
+            "0f1e2d3c-aaaa-bbbb-cccc-000000000001".into(),
+            "shop/api-7d9f".into(),
+        )],
+        containers: vec![(
+            "4c5f7e9a1b2c3d4e5f60718293a4b5c6d7e8f9012345678901234567890abcd".into(),
+            "api".into(),
+        )],
+        ..NameTable::default()
+    }));
+    let r = analyse(&stream);
+    assert_eq!(r.runq[0].container, "shop/api-7d9f/api");
+    assert_eq!(r.runq_events[0].container, "shop/api-7d9f/api");
+    assert_eq!(r.runq[0].top_preemptors[0].container, "/noisy");
+
+    // Without the names (a recording made before them): the short ids.
+    let r = analyse(&noisy_neighbour_stream());
+    assert_eq!(r.runq_events[0].container, "pod:0f1e2d3c/4c5f7e9a1b2c");
 }
 
 #[test]

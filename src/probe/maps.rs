@@ -189,6 +189,7 @@ fn read_softirq(skel: &StalltopSkel<'_>) -> Vec<SoftirqStats> {
                 vector,
                 delay: Histogram::from_slots(&s.delay_slots),
                 count: s.count,
+                delay_total_ns: s.delay_total_ns,
                 delay_max_ns: s.delay_max_ns,
                 run_total_ns: s.run_total_ns,
                 run_max_ns: s.run_max_ns,

@@ -60,13 +60,14 @@ const FAULT_SLEEP: Duration = Duration::from_millis(60);
 /// One long read of /dev/zero on CPU 1 by a thread of ours: its tid, wall
 /// and CPU time. With `sleep`, it sleeps that long halfway (see
 /// `page_supplied_late`).
-fn long_read(sleep: Option<Duration>) -> (u32, u64, u64) {
+/// (tid, wall ns, CPU ns, ns it waited runnable for a CPU) of one read.
+fn long_read(sleep: Option<Duration>) -> (u32, u64, u64, u64) {
     std::thread::spawn(move || {
         pin_to(1);
         let mut buf = vec![1u8; READ_BYTES]; // touched: no page faults inside the call
         let handler = sleep.map(|sleep| page_supplied_late(&mut buf, sleep));
         let zero = std::fs::File::open("/dev/zero").unwrap();
-        let (start, cpu) = (Instant::now(), thread_cpu_ns());
+        let (start, cpu, waited) = (Instant::now(), thread_cpu_ns(), run_delay_ns());
         // SAFETY: `buf` is writable for READ_BYTES bytes.
         let n = unsafe {
             libc::read(
@@ -76,16 +77,27 @@ fn long_read(sleep: Option<Duration>) -> (u32, u64, u64) {
             )
         };
         let (wall, cpu) = (start.elapsed().as_nanos() as u64, thread_cpu_ns() - cpu);
+        let waited = run_delay_ns() - waited;
         assert_eq!(n, READ_BYTES as isize);
         if let Some(handler) = handler {
             handler.join().unwrap();
         }
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as u32;
-        (tid, wall, cpu)
+        (tid, wall, cpu, waited)
     })
     .join()
     .unwrap()
+}
+
+/// Time the calling thread has waited runnable for a CPU (schedstat's
+/// second field).
+fn run_delay_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    stat.split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("schedstat's run delay")
 }
 
 /// Makes the middle page of `buf` missing and watched by a userfaultfd: a
@@ -144,7 +156,7 @@ fn sampled_read_is_found(attach: AttachMode, with_waker: bool) {
     let stop = Arc::new(AtomicBool::new(false));
     let waker = with_waker.then(|| periodic_waker(Arc::clone(&stop)));
     std::thread::sleep(Duration::from_millis(5));
-    let (tid, wall, cpu) = long_read(None);
+    let (tid, wall, cpu, _) = long_read(None);
     stop.store(true, Ordering::Relaxed);
     let waker_tid = waker.map(|(tid, thread)| {
         thread.join().unwrap();
@@ -273,7 +285,7 @@ fn sampled_read_that_sleeps_is_one_call(attach: AttachMode) {
     };
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(&config, &mut storage).expect("probes load");
-    let (tid, wall, cpu) = long_read(Some(FAULT_SLEEP));
+    let (tid, wall, cpu, waited) = long_read(Some(FAULT_SLEEP));
     std::thread::sleep(Duration::from_millis(20));
     let records = session.poll(Duration::from_millis(50));
     let read = syscalls::Sysno::read as u32;
@@ -295,11 +307,14 @@ fn sampled_read_that_sleeps_is_one_call(attach: AttachMode) {
         wall >= slept + cpu / 2,
         "the read did not sleep: {wall} ns, {cpu} ns of CPU"
     );
-    // Its start and end are each known to a period; its time on the CPU
-    // to a period at each end of each of its two stretches.
+    // Its start and end are each known to a period, its start later by as
+    // long as the thread waited for the CPU before the first tick found it
+    // (a busy host); its time on the CPU to a period at each end of each of
+    // its two stretches.
     assert!(
-        call.wall_ns + 2 * PERIOD_NS >= wall && call.wall_ns <= wall + PERIOD_NS,
-        "listed with {} ns of wall time; the read took {wall} ns: {call:?}",
+        call.wall_ns + 2 * PERIOD_NS + waited >= wall && call.wall_ns <= wall + PERIOD_NS,
+        "listed with {} ns of wall time; the read took {wall} ns, {waited} ns of it waiting \
+         for the CPU: {call:?}",
         call.wall_ns
     );
     assert!(

@@ -33,8 +33,66 @@ pub enum WriteError {
 pub struct Writer {
     file: File,
     /// Encoded entries not yet written as a chunk.
-    pending: Vec<u8>,
+    pending: ChunkBuilder,
     written: u64,
+}
+
+/// Entries encoded into one chunk, in memory: the writer's buffer, and what
+/// the flight recorder keeps of the last minutes.
+#[derive(Default)]
+pub struct ChunkBuilder {
+    pending: Vec<u8>,
+}
+
+impl ChunkBuilder {
+    pub fn push(&mut self, entry: &Entry) -> Result<(), WriteError> {
+        let (tag, json) = match entry {
+            Entry::Records(bytes) => return self.push_payload(TAG_RECORDS, bytes),
+            Entry::Kernel(snapshot) => (TAG_KERNEL, serde_json::to_vec(snapshot)?),
+            Entry::Throttle(snapshot) => (TAG_THROTTLE, serde_json::to_vec(snapshot)?),
+            Entry::Names(names) => (TAG_NAMES, serde_json::to_vec(names)?),
+        };
+        self.push_payload(tag, &json)
+    }
+
+    fn push_payload(&mut self, tag: u8, payload: &[u8]) -> Result<(), WriteError> {
+        if payload.len() > MAX_ENTRY_LEN {
+            return Err(WriteError::TooLarge {
+                what: "entry",
+                len: payload.len(),
+                max: MAX_ENTRY_LEN,
+            });
+        }
+        self.pending.reserve(ENTRY_HEADER_LEN + payload.len());
+        self.pending.push(tag);
+        self.pending
+            .extend_from_slice(&len_u32(payload.len()).to_le_bytes());
+        self.pending.extend_from_slice(payload);
+        Ok(())
+    }
+
+    /// Uncompressed bytes buffered.
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// The buffered entries as one framed, compressed chunk; the builder is
+    /// empty again.
+    pub fn finish(&mut self) -> Result<Vec<u8>, WriteError> {
+        let compressed = zstd::bulk::compress(&self.pending, ZSTD_LEVEL)?;
+        let mut chunk = Vec::with_capacity(CHUNK_FRAME_LEN + compressed.len());
+        chunk.extend_from_slice(CHUNK_MAGIC);
+        chunk.extend_from_slice(&len_u32(compressed.len()).to_le_bytes());
+        chunk.extend_from_slice(&len_u32(self.pending.len()).to_le_bytes());
+        chunk.extend_from_slice(&crc32fast::hash(&compressed).to_le_bytes());
+        chunk.extend_from_slice(&compressed);
+        self.pending.clear();
+        Ok(chunk)
+    }
 }
 
 impl Writer {
@@ -70,57 +128,34 @@ impl Writer {
 
         Ok(Writer {
             file,
-            pending: Vec::new(),
+            pending: ChunkBuilder::default(),
             written: bytes.len() as u64,
         })
     }
 
     /// Buffers `entry`; writes a chunk once enough is buffered.
     pub fn write(&mut self, entry: &Entry) -> Result<(), WriteError> {
-        let (tag, json) = match entry {
-            Entry::Records(bytes) => return self.push(TAG_RECORDS, bytes),
-            Entry::Kernel(snapshot) => (TAG_KERNEL, serde_json::to_vec(snapshot)?),
-            Entry::Throttle(snapshot) => (TAG_THROTTLE, serde_json::to_vec(snapshot)?),
-            Entry::Names(names) => (TAG_NAMES, serde_json::to_vec(names)?),
-        };
-        self.push(tag, &json)
-    }
-
-    fn push(&mut self, tag: u8, payload: &[u8]) -> Result<(), WriteError> {
-        if payload.len() > MAX_ENTRY_LEN {
-            return Err(WriteError::TooLarge {
-                what: "entry",
-                len: payload.len(),
-                max: MAX_ENTRY_LEN,
-            });
-        }
-        self.pending.reserve(ENTRY_HEADER_LEN + payload.len());
-        self.pending.push(tag);
-        self.pending
-            .extend_from_slice(&len_u32(payload.len()).to_le_bytes());
-        self.pending.extend_from_slice(payload);
+        self.pending.push(entry)?;
         if self.pending.len() >= CHUNK_FLUSH_LEN {
             self.flush_chunk()?;
         }
         Ok(())
     }
 
-    /// Writes the buffered entries as one chunk, with a single `write_all`
-    /// so that a crash leaves either the whole chunk or a detectable stub.
+    /// Writes the buffered entries as one chunk.
     pub fn flush_chunk(&mut self) -> Result<(), WriteError> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let compressed = zstd::bulk::compress(&self.pending, ZSTD_LEVEL)?;
-        let mut chunk = Vec::with_capacity(CHUNK_FRAME_LEN + compressed.len());
-        chunk.extend_from_slice(CHUNK_MAGIC);
-        chunk.extend_from_slice(&len_u32(compressed.len()).to_le_bytes());
-        chunk.extend_from_slice(&len_u32(self.pending.len()).to_le_bytes());
-        chunk.extend_from_slice(&crc32fast::hash(&compressed).to_le_bytes());
-        chunk.extend_from_slice(&compressed);
-        self.file.write_all(&chunk)?;
+        let chunk = self.pending.finish()?;
+        self.write_chunk(&chunk)
+    }
+
+    /// Writes a chunk a `ChunkBuilder` made, with a single `write_all` so
+    /// that a crash leaves either the whole chunk or a detectable stub.
+    pub fn write_chunk(&mut self, chunk: &[u8]) -> Result<(), WriteError> {
+        self.file.write_all(chunk)?;
         self.written += chunk.len() as u64;
-        self.pending.clear();
         Ok(())
     }
 

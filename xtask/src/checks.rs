@@ -4,6 +4,7 @@
 //! each other module is one scenario's check (`irqoff`: the gaps a quiet run must not have).
 
 pub mod contamination;
+pub mod fleet;
 pub mod irqoff;
 pub mod ksoftirqd;
 pub mod noisy_neighbour;

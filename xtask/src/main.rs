@@ -3,17 +3,22 @@
 mod bench;
 mod bpf_object;
 mod checks;
+mod child;
+mod fleet_test;
 mod interrupt;
+#[cfg(test)]
+mod manifest_checks;
 mod matrix;
 mod prereqs;
 mod run;
 mod scenario;
 mod scenario_tests;
+mod static_build;
 mod test;
 mod tui_test;
 mod vmlinux;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -44,6 +49,10 @@ enum Command {
     TuiTest(tui_test::Args),
     /// Boot Debian's stock kernels under QEMU and run the probe tests and stalltop there.
     KernelMatrix(matrix::Args),
+    /// Build the release stalltop with no shared libraries into target/static/stalltop.
+    Static,
+    /// Run target/release/stalltop serve under a real Prometheus through real scenarios.
+    FleetTest,
 }
 
 /// The cargo workspace this xtask belongs to.
@@ -51,6 +60,13 @@ fn workspace_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives inside the workspace")
+}
+
+/// Where cargo builds: CARGO_TARGET_DIR, or the workspace's target/.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 /// Run cargo with `args` in the workspace; fail on a non-zero exit.
@@ -76,6 +92,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::main(&args),
         Command::TuiTest(args) => tui_test::main(&args),
         Command::KernelMatrix(args) => matrix::main(&args),
+        Command::Static => static_build::main(),
+        Command::FleetTest => fleet_test::main(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,6 @@
 //! `cargo xtask kernel-matrix`: boots Debian's stock kernels under QEMU, one after the other,
-//! and in each runs the probe tests and `stalltop record` + `report --json` in every mode over a
-//! small load; checks what came back; `--write-docs` writes docs/kernels.md from it.
+//! and in each runs the probe tests and the static `stalltop record` + `report --json` in every
+//! mode over a small load; checks what came back; `--write-docs` writes docs/kernels.md from it.
 
 mod binaries;
 mod checks;
@@ -16,7 +16,7 @@ mod qemu;
 mod report;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -29,7 +29,7 @@ use self::guest_script::Plan;
 use self::kernels::{Kernel, FLAVOURS};
 use self::modes::{Mode, SYSCALL_MODES};
 use crate::scenario::command;
-use crate::{interrupt, prereqs, workspace_root};
+use crate::{interrupt, prereqs, target_dir, workspace_root};
 
 /// Each mode records this long over the load.
 const RECORD: Duration = Duration::from_secs(3);
@@ -147,12 +147,6 @@ fn tree_commit() -> Result<String> {
         ],
     )?;
     Ok(commit.trim().to_string())
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 /// Boots `kernel` with the plan's initramfs and judges what it reported. Fails only when

@@ -8,7 +8,8 @@ use anyhow::{bail, Context, Result};
 /// Build: clang compiles bpf/ (clang-format checks its style),
 /// libelf/zlib/pkg-config build the vendored libbpf; bpftool, tmux,
 /// iproute2 and perf are used by tests and bench, redis-server and
-/// redis-tools (redis-benchmark) by the bench's server workload;
+/// redis-tools (redis-benchmark) by the bench's server workload,
+/// prometheus (and its promtool) by the fleet test;
 /// the kernel matrix boots its guests with QEMU and runs busybox in them.
 const PACKAGES: &[&str] = &[
     "clang",
@@ -25,6 +26,7 @@ const PACKAGES: &[&str] = &[
     "busybox-static",
     "redis-server",
     "redis-tools",
+    "prometheus",
 ];
 
 pub fn ensure() -> Result<()> {

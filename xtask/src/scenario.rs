@@ -31,6 +31,8 @@ use crate::interrupt;
 use burstreq::RequestStats;
 use cgroup::{CpuCgroup, CpuStat};
 use host::Contamination;
+/// CLOCK_MONOTONIC, the clock of the ground truths' times (and of stalltop's).
+pub use task::monotonic_ns;
 use task::Window;
 use victim::VictimStats;
 

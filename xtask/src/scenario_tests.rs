@@ -1,11 +1,9 @@
 //! `cargo xtask scenario-tests`: runs the real `stalltop record` around each scenario, one at a
 //! time, and checks `stalltop report --json` against the ground truth the scenario measured.
 
-use std::fs::{self, File};
-use std::io;
-use std::os::unix::process::CommandExt;
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{self, Command, Stdio};
+use std::process::{self, Command};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,6 +13,7 @@ use crate::checks;
 use crate::checks::irqoff::IrqoffGaps;
 use crate::checks::quiet::HostSteal;
 use crate::checks::report::Report;
+use crate::child::Child;
 use crate::interrupt;
 use crate::scenario::{self, Name, Outcome};
 
@@ -125,7 +124,7 @@ pub fn main(args: &Args) -> Result<()> {
 /// attempt: a build that just finished (as in CI) leaves it high for a minute or so.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn wait_for_load_to_settle() -> Result<()> {
+pub fn wait_for_load_to_settle() -> Result<()> {
     let deadline = Instant::now() + SETTLE_TIMEOUT;
     let mut said = false;
     loop {
@@ -371,7 +370,7 @@ fn record(
 }
 
 /// Sleeps for `delay` unless SIGINT/SIGTERM arrives.
-fn pause(delay: Duration) -> Result<()> {
+pub fn pause(delay: Duration) -> Result<()> {
     let until = Instant::now() + delay;
     while Instant::now() < until {
         if interrupt::requested() {
@@ -382,112 +381,7 @@ fn pause(delay: Duration) -> Result<()> {
     Ok(())
 }
 
-/// A child process that is SIGKILLed and reaped when dropped, and by the kernel if xtask dies.
-struct Child {
-    inner: process::Child,
-    what: &'static str,
-    log: PathBuf,
-    started: Instant,
-}
-
-impl Child {
-    /// Spawns `command` with stderr (and stdout unless `stdout` is given) going to `log`.
-    fn spawn(
-        command: &mut Command,
-        what: &'static str,
-        log: &Path,
-        stdout: Option<&Path>,
-    ) -> Result<Self> {
-        let log_file = File::create(log).with_context(|| format!("create {}", log.display()))?;
-        let out_file = match stdout {
-            Some(path) => {
-                File::create(path).with_context(|| format!("create {}", path.display()))?
-            }
-            None => log_file.try_clone()?,
-        };
-        // SAFETY: the closure runs between fork and exec and only makes the async-signal-safe
-        // prctl syscall.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let inner = command
-            .stdin(Stdio::null())
-            .stdout(out_file)
-            .stderr(log_file)
-            .spawn()
-            .with_context(|| format!("start {what}"))?;
-        Ok(Child {
-            inner,
-            what,
-            log: log.to_owned(),
-            started: Instant::now(),
-        })
-    }
-
-    /// Sleeps for `delay`, failing if the child exits meanwhile.
-    fn wait_while_running(&mut self, delay: Duration) -> Result<()> {
-        let until = Instant::now() + delay;
-        while Instant::now() < until {
-            if let Some(status) = self.inner.try_wait()? {
-                bail!("{} exited early ({status}){}", self.what, self.log_tail());
-            }
-            self.poll()?;
-        }
-        Ok(())
-    }
-
-    /// Waits until the child exits successfully, at most `limit` after it started; kills it
-    /// (on drop) otherwise.
-    fn wait_for_exit(mut self, limit: Duration) -> Result<()> {
-        loop {
-            if let Some(status) = self.inner.try_wait()? {
-                if !status.success() {
-                    bail!("{} failed ({status}){}", self.what, self.log_tail());
-                }
-                return Ok(());
-            }
-            if self.started.elapsed() > limit {
-                bail!(
-                    "{} still running {limit:?} after it started: killed{}",
-                    self.what,
-                    self.log_tail()
-                );
-            }
-            self.poll()?;
-        }
-    }
-
-    fn poll(&self) -> Result<()> {
-        if interrupt::requested() {
-            bail!("interrupted by a signal while {} was running", self.what);
-        }
-        thread::sleep(POLL);
-        Ok(())
-    }
-
-    fn log_tail(&self) -> String {
-        let text = fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
-        format!("\n--- last lines of {} ---\n{tail}", self.log.display())
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        if let Ok(None) = self.inner.try_wait() {
-            let _ = self.inner.kill();
-            let _ = self.inner.wait();
-        }
-    }
-}
-
-fn stalltop_binary() -> Result<PathBuf> {
+pub fn stalltop_binary() -> Result<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| crate::workspace_root().join("target"));

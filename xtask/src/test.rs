@@ -1,13 +1,15 @@
 //! `cargo xtask test`: the whole suite, as CI runs it. Formatting and lints,
 //! the BPF object compiled for arm64, unit and root integration tests (real
-//! BPF), then the scenario tests (in every syscall mode), the terminal test and the
-//! kernel matrix against the release binary, one at a time.
+//! BPF), the static binary (`cargo xtask static`: no shared libraries, and it runs), then the
+//! scenario tests (in every syscall mode), the terminal test and the fleet test (`serve` under a
+//! real Prometheus) against the release binary, and the kernel matrix, whose guests run the
+//! static one; one at a time.
 
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::{bpf_object, cargo, prereqs};
+use crate::{bpf_object, cargo, prereqs, static_build};
 
 pub fn main() -> Result<()> {
     prereqs::ensure()?;
@@ -35,6 +37,7 @@ pub fn main() -> Result<()> {
     step("release build", || {
         cargo(&["build", "--release", "-p", "stalltop"])
     })?;
+    step("static binary (no shared libraries)", static_build::main)?;
     // Every scenario in every syscall mode (sampled is the default).
     for mode in ["sampled", "exact", "off"] {
         step(&format!("scenario tests, --syscalls {mode}"), || {
@@ -42,6 +45,9 @@ pub fn main() -> Result<()> {
         })?;
     }
     step("terminal test", || xtask(&["tui-test"]))?;
+    step("fleet test (serve under a real Prometheus)", || {
+        xtask(&["fleet-test"])
+    })?;
     step("kernel matrix", || xtask(&["kernel-matrix"]))?;
     eprintln!("\n== all tests passed");
     Ok(())

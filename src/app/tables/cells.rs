@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use super::views::{ContainerView, CulpritView};
 use crate::app::format;
 use crate::app::view::{Segment, Tone};
-use crate::cgroup::container_of;
 use crate::model::{Report, RunqRow, StallKind, StallRow, SyscallRow};
 
 pub fn kind_tone(kind: StallKind) -> Tone {
@@ -122,12 +121,7 @@ pub fn wait_cells(row: &RunqRow, runq_threshold_ns: u64) -> Vec<Segment> {
 /// "hog /stalltop_noisy ×82 held the CPU most", or why there is no name.
 fn holder_text(row: &RunqRow) -> String {
     match row.top_preemptors.first() {
-        Some(p) => format!(
-            "{} {} ×{} held the CPU most",
-            p.comm,
-            container_of(&p.cgroup),
-            p.count
-        ),
+        Some(p) => format!("{} {} ×{} held the CPU most", p.comm, p.container, p.count),
         None => "(no task seen holding the CPU 1ms or more)".into(),
     }
 }

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::evidence::{culprit_detail, gap_evidence};
 use super::*;
-use crate::cgroup::container_of;
 use crate::event::{softirq_name, RunqWait, Sample, SlowSyscall};
 use crate::histogram::Histogram;
 use crate::model::culprits::{self, StallCause};
@@ -38,6 +37,7 @@ pub(in crate::model) fn build(a: &Analysis) -> Report {
     Report {
         version: env!("CARGO_PKG_VERSION"),
         host: a.header.host.clone(),
+        start_ns: a.header.start_ns,
         duration_ns: a.last_ts.saturating_sub(a.header.start_ns),
         settings: a.header.settings.clone(),
         warnings: a.header.warnings.clone(),
@@ -70,7 +70,7 @@ pub(in crate::model) fn build(a: &Analysis) -> Report {
     }
 }
 
-fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
+pub(in crate::model) fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
     let throttled_cgroup = s.throttled_cgroup.map(|id| a.cgroup_path(id));
     StallRow {
         id: s.id,
@@ -146,7 +146,7 @@ fn culprit_rows(a: &Analysis) -> Vec<CulpritRow> {
             let c = s.culprit.as_ref()?;
             Some(StallCause {
                 comm: c.task.comm.clone(),
-                container: container_of(&a.cgroup_path(c.task.cgroup)),
+                container: a.container(c.task.cgroup),
                 syscall: c.syscall.map(syscall_table::name),
                 path: c.call.as_ref().and_then(|call| call.path.text()),
                 duration_ns: s.duration_ns(),
@@ -165,7 +165,7 @@ fn slow_syscall_row(a: &Analysis, c: &SlowSyscall) -> SlowSyscallRow {
         pid: c.task.pid,
         tid: c.task.tid,
         comm: c.task.comm.clone(),
-        container: container_of(&cgroup),
+        container: a.container_of_path(&cgroup),
         cgroup,
         syscall: syscall_table::name(c.nr),
         path: c.path.text(),
@@ -185,7 +185,7 @@ fn syscall_rows(a: &Analysis) -> Vec<SyscallRow> {
     }
     let mut by_key: BTreeMap<(u32, String), Acc> = BTreeMap::new();
     for s in a.kernel.iter().flat_map(|k| k.syscalls.iter()) {
-        let container = container_of(&a.cgroup_path(s.cgroup));
+        let container = a.container(s.cgroup);
         let acc = by_key.entry((s.nr, container)).or_insert(Acc {
             wall: Histogram::default(),
             count: 0,
@@ -241,14 +241,15 @@ fn top_paths(a: &Analysis, nr: u32, container: &str) -> Vec<PathRow> {
             .kernel
             .iter()
             .flat_map(|k| k.files.iter())
-            .filter(|f| f.nr == nr && container_of(&a.cgroup_path(f.cgroup)) == container);
+            .filter(|f| f.nr == nr && a.container(f.cgroup) == container);
         for f in files {
             add(&f.path, f.calls, f.oncpu_ns);
         }
     } else {
-        let calls = a.slow_syscalls.iter().filter(|c: &&SlowSyscall| {
-            c.nr == nr && container_of(&a.cgroup_path(c.task.cgroup)) == container
-        });
+        let calls = a
+            .slow_syscalls
+            .iter()
+            .filter(|c: &&SlowSyscall| c.nr == nr && a.container(c.task.cgroup) == container);
         for call in calls {
             if let Some(path) = call.path.text() {
                 add(&path, 1, call.wall_ns);
@@ -317,14 +318,18 @@ fn runq_row(a: &Analysis, r: &CgroupRunq) -> RunqRow {
         .flat_map(|k| k.preemptors.iter())
         .filter(|p| p.victim_cgroup == r.cgroup)
         .take(TOP_PREEMPTORS)
-        .map(|p| PreemptorRow {
-            comm: p.comm.clone(),
-            cgroup: a.cgroup_path(p.preemptor_cgroup),
-            count: p.count,
+        .map(|p| {
+            let cgroup = a.cgroup_path(p.preemptor_cgroup);
+            PreemptorRow {
+                comm: p.comm.clone(),
+                container: a.container_of_path(&cgroup),
+                cgroup,
+                count: p.count,
+            }
         })
         .collect();
     RunqRow {
-        container: container_of(&cgroup),
+        container: a.container_of_path(&cgroup),
         cgroup,
         count: r.count,
         p50_ns: r.latency.quantile_at_most(0.5, r.max_ns),
@@ -350,7 +355,7 @@ fn runq_event_row(a: &Analysis, w: &RunqWait) -> RunqEventRow {
         pid: w.waiter.pid,
         tid: w.waiter.tid,
         comm: w.waiter.comm.clone(),
-        container: container_of(&cgroup),
+        container: a.container_of_path(&cgroup),
         cgroup,
         steal_ns: w.steal_ns,
         ran_instead: RanInstead {
@@ -370,7 +375,7 @@ fn throttle_rows(a: &Analysis, runq: &[RunqRow]) -> Vec<ThrottleRow> {
         .map(|d| {
             let quota_ns = d.nr_periods as f64 * d.latest.quota_us as f64 * 1000.0;
             ThrottleRow {
-                container: container_of(&d.latest.path),
+                container: a.container_of_path(&d.latest.path),
                 cgroup: d.latest.path.clone(),
                 quota_us: d.latest.quota_us,
                 period_us: d.latest.period_us,

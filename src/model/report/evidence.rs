@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use super::CulpritDetail;
-use crate::cgroup::container_of;
 use crate::event::Sample;
 use crate::model::stalls::Culprit;
 use crate::model::Analysis;
@@ -51,7 +50,7 @@ pub(super) fn culprit_detail(a: &Analysis, c: &Culprit, samples: &[Sample]) -> C
         pid: c.task.pid,
         tid: c.task.tid,
         comm: c.task.comm.clone(),
-        container: container_of(&cgroup),
+        container: a.container_of_path(&cgroup),
         cgroup,
         syscall: c.syscall.map(syscall_table::name),
         path: c.call.as_ref().and_then(|call| call.path.text()),

@@ -8,6 +8,11 @@ use serde::{Deserialize, Serialize};
 /// The parts of the report JSON contract the checks read.
 #[derive(Debug, Deserialize, Serialize)]
 pub struct Report {
+    /// When the recording starts (CLOCK_MONOTONIC ns), and its length.
+    #[serde(default)]
+    pub start_ns: u64,
+    #[serde(default)]
+    pub duration_ns: u64,
     pub settings: Settings,
     pub lost_events: BTreeMap<String, u64>,
     pub runq: Vec<RunqRow>,

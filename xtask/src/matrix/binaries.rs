@@ -1,5 +1,6 @@
-//! The two stalltop binaries a guest runs, built (or found up to date) by cargo: the release
-//! `stalltop`, and the unit-test binary whose probe tests load the BPF programs.
+//! The two stalltop binaries a guest runs, built (or found up to date) by cargo: the static
+//! release `stalltop` (`cargo xtask static`'s), and the unit-test binary whose probe tests load
+//! the BPF programs.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -7,7 +8,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::workspace_root;
+use crate::{static_build, workspace_root};
 
 pub struct Binaries {
     pub stalltop: PathBuf,
@@ -15,13 +16,12 @@ pub struct Binaries {
 }
 
 pub fn build() -> Result<Binaries> {
-    let release = cargo_messages(&["build", "--release", "-p", "stalltop"])?;
+    let stalltop = static_build::build()?;
+    static_build::check(&stalltop)?;
     let tests = cargo_messages(&["test", "-p", "stalltop", "--no-run"])?;
     Ok(Binaries {
-        stalltop: stalltop_executable(&release, false)
-            .context("cargo built no release stalltop binary")?,
-        probe_tests: stalltop_executable(&tests, true)
-            .context("cargo built no stalltop unit-test binary")?,
+        stalltop,
+        probe_tests: test_executable(&tests).context("cargo built no stalltop unit-test binary")?,
     })
 }
 
@@ -60,9 +60,8 @@ struct Profile {
     test: bool,
 }
 
-/// The `stalltop` binary target's executable among cargo's messages: its test harness build
-/// when `test`.
-fn stalltop_executable(messages: &str, test: bool) -> Option<PathBuf> {
+/// The `stalltop` binary target's test harness executable among cargo's messages.
+fn test_executable(messages: &str) -> Option<PathBuf> {
     messages
         .lines()
         .filter_map(|line| serde_json::from_str::<Message>(line).ok())
@@ -70,7 +69,7 @@ fn stalltop_executable(messages: &str, test: bool) -> Option<PathBuf> {
         .filter(|message| {
             message.target.as_ref().is_some_and(|target| {
                 target.name == "stalltop" && target.kind.iter().any(|kind| kind == "bin")
-            }) && message.profile.as_ref().is_some_and(|p| p.test == test)
+            }) && message.profile.as_ref().is_some_and(|p| p.test)
         })
         .find_map(|message| message.executable)
 }
@@ -87,13 +86,9 @@ mod tests {
 {"reason":"compiler-artifact","target":{"name":"stalltop","kind":["bin"]},"profile":{"test":true},"executable":"/t/debug/deps/stalltop-77aa"}
 {"reason":"build-finished","success":true}"#;
         assert_eq!(
-            stalltop_executable(messages, true),
+            test_executable(messages),
             Some(PathBuf::from("/t/debug/deps/stalltop-77aa"))
         );
-        assert_eq!(
-            stalltop_executable(messages, false),
-            Some(PathBuf::from("/t/debug/stalltop"))
-        );
-        assert_eq!(stalltop_executable("", true), None);
+        assert_eq!(test_executable(""), None);
     }
 }

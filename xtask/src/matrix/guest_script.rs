@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::guest_output::{BEGIN, DONE, END, SENDING, SENT};
 use super::modes::Mode;
 
-/// Where the guest has the release binary and the unit-test binary.
+/// Where the guest has the static release binary and the unit-test binary.
 pub const STALLTOP: &str = "/usr/bin/stalltop";
 pub const PROBE_TESTS: &str = "/usr/libexec/stalltop-tests";
 /// The cgroup the load runs in (the report must attribute its waits to it).

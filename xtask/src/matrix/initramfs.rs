@@ -1,5 +1,5 @@
-//! The guests' initramfs: a newc cpio archive of busybox, the `/init` script, the release
-//! `stalltop`, the unit-test binary and the shared libraries `ldd` names for them.
+//! The guests' initramfs: a newc cpio archive of busybox, the `/init` script, the static release
+//! `stalltop`, the unit-test binary and the shared libraries `ldd` names for the latter.
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -33,8 +33,8 @@ pub struct Entry {
     pub content: Content,
 }
 
-/// The guest's files: `/init`, busybox, the two binaries and their libraries at the paths the
-/// host has them (where the dynamic loader looks).
+/// The guest's files: `/init`, busybox, the two binaries and the unit-test binary's libraries at
+/// the paths the host has them (where the dynamic loader looks); stalltop is static and needs none.
 pub fn guest_entries(init: String, stalltop: &Path, probe_tests: &Path) -> Result<Vec<Entry>> {
     let mut entries = vec![
         Entry {
@@ -58,11 +58,8 @@ pub fn guest_entries(init: String, stalltop: &Path, probe_tests: &Path) -> Resul
         path: path.into(),
         content: Content::Directory,
     }));
-    let mut libraries = BTreeSet::new();
-    for binary in [stalltop, probe_tests] {
-        let binary = binary.to_str().context("a binary path in UTF-8")?;
-        libraries.extend(library_paths(&command::run("ldd", &[binary])?));
-    }
+    let probe_tests = probe_tests.to_str().context("a binary path in UTF-8")?;
+    let libraries = library_paths(&command::run("ldd", &[probe_tests])?);
     entries.extend(libraries.into_iter().map(|library| Entry {
         content: Content::HostFile(library.clone().into()),
         path: library,

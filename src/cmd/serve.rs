@@ -1,0 +1,150 @@
+//! `stalltop serve`: probes -> metrics over HTTP and flight recordings,
+//! headless, until SIGINT/SIGTERM (then everything detaches, exit 0).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+
+use crate::cli::{ProbeArgs, ServeArgs};
+use crate::fleet::families::FlightCounts;
+use crate::fleet::flight::Plan;
+use crate::fleet::flight_dir::FlightDir;
+use crate::fleet::http::{self, Published, Shared};
+use crate::fleet::node::{Node, Settings};
+use crate::host;
+use crate::source::{self, LiveSource};
+use crate::stream::Entry;
+use crate::Failure;
+
+/// How often metrics and `/stalls` are refreshed and dumps come due.
+const TICK: Duration = Duration::from_secs(1);
+
+pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure> {
+    let (config, hierarchy) = source::probe_config(probe_args)?;
+    // Before the probes: a port in use fails with nothing loaded.
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| Failure::Other(format!("cannot listen on {}: {e}", args.listen)))?;
+    let flight_dir = match &args.flight_dir {
+        Some(dir) => Some(
+            FlightDir::open(dir, args.flight_max)
+                .map_err(|e| Failure::Output(format!("{}: {e}", dir.display())))?,
+        ),
+        None => None,
+    };
+    let start_ns = host::monotonic_ns();
+    let (tx, mut rx) = mpsc::channel::<Entry>(256);
+    let source = LiveSource::start(config.clone(), hierarchy.clone(), tx)?;
+    let header = source::session_header(&config, &hierarchy, start_ns, &source.info);
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(Failure::io)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(Failure::io)?;
+    let mut user1 = signal(SignalKind::user_defined1()).map_err(Failure::io)?;
+
+    let settings = Settings {
+        max_containers: args.max_series_containers as usize,
+        trigger_ns: args.trigger.as_nanos() as u64,
+        keep_ns: flight_dir.as_ref().map(|_| args.keep.as_nanos() as u64),
+    };
+    let mut node = Node::new(header, &settings, start_ns);
+    let shared: Shared = Arc::new(Mutex::new(Published {
+        flight: flight_dir.is_some(),
+        ..Published::default()
+    }));
+    let (dump_tx, mut dump_rx) = mpsc::channel(1);
+    let server = tokio::spawn(http::serve(listener, Arc::clone(&shared), dump_tx));
+    eprintln!(
+        "stalltop: serving http://{}/metrics ({} probes){}",
+        args.listen,
+        source.info.attach,
+        match &args.flight_dir {
+            Some(dir) => format!(
+                "; flight recordings of stalls of {:?} or more in {}",
+                args.trigger,
+                dir.display()
+            ),
+            None => String::new(),
+        }
+    );
+
+    let mut flight = FlightCounts::default();
+    let mut tick = tokio::time::interval(TICK);
+    loop {
+        tokio::select! {
+            entry = rx.recv() => match entry {
+                Some(entry) => apply(&mut node, &entry),
+                None => break, // the probe thread ended on its own
+            },
+            _ = tick.tick() => {
+                let due = node.tick(host::monotonic_ns()).unwrap_or_else(|e| {
+                    tracing::warn!("flight window: {e}");
+                    Vec::new()
+                });
+                for plan in due {
+                    write_dump(&node, &plan, flight_dir.as_ref(), &mut flight);
+                }
+                publish(&node, &shared, flight);
+            }
+            _ = dump_rx.recv() => { node.trigger_now(host::monotonic_ns()); }
+            _ = user1.recv() => {
+                if !node.trigger_now(host::monotonic_ns()) {
+                    eprintln!("stalltop: SIGUSR1 asks for a flight recording, but serve has no --flight-dir");
+                }
+            }
+            _ = interrupt.recv() => break,
+            _ = terminate.recv() => break,
+        }
+    }
+
+    server.abort();
+    source.request_stop();
+    while let Some(entry) = rx.recv().await {
+        apply(&mut node, &entry);
+    }
+    source.join();
+    // Dumps planned but not yet due are written with what there is.
+    if let Ok(due) = node.tick(u64::MAX) {
+        for plan in due {
+            write_dump(&node, &plan, flight_dir.as_ref(), &mut flight);
+        }
+    }
+    eprintln!("stalltop: probes detached");
+    Ok(())
+}
+
+fn apply(node: &mut Node, entry: &Entry) {
+    if let Err(e) = node.apply(entry) {
+        tracing::warn!("flight window: {e}");
+    }
+}
+
+fn write_dump(node: &Node, plan: &Plan, dir: Option<&FlightDir>, counts: &mut FlightCounts) {
+    let (Some(dir), Some((header, chunks))) = (dir, node.dump(plan)) else {
+        return;
+    };
+    match dir.write(&header, node.wall_clock_ns(plan.trigger_ns), chunks) {
+        Ok(path) => {
+            counts.dumps += 1;
+            eprintln!("stalltop: wrote flight recording {}", path.display());
+        }
+        Err(e) => {
+            counts.failed += 1;
+            eprintln!("stalltop: cannot write a flight recording: {e}");
+        }
+    }
+    match dir.prune() {
+        Ok(deleted) => counts.deleted += deleted,
+        Err(e) => eprintln!("stalltop: cannot prune the flight directory: {e}"),
+    }
+}
+
+fn publish(node: &Node, shared: &Shared, flight: FlightCounts) {
+    let probe_cpu_ns = host::process_cpu_ns() + node.bpf_run_time_ns();
+    let families = node.families(probe_cpu_ns as f64 / 1e9, flight);
+    let stalls = node.recent_stalls_json();
+    let mut published = shared.lock().unwrap_or_else(|e| e.into_inner());
+    published.families = families;
+    published.stalls = stalls;
+}

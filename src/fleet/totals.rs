@@ -1,0 +1,323 @@
+//! Counters since `serve` started, by bounded label, from the cumulative
+//! kernel and cgroupfs snapshots. Each snapshot adds what grew since the
+//! previous one, per kernel key (cgroup, CPU and vector, cgroup path), to
+//! the series its container has now: series only grow, even when a key
+//! leaves a kernel map or a container moves into `other`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::labels::ContainerLabels;
+use crate::histogram::Histogram;
+use crate::model::Analysis;
+use crate::stream::{KernelSnapshot, ThrottleSnapshot};
+
+/// Why a runnable task of a container lost or could not get its CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cause {
+    /// A task of its own cgroup.
+    Own,
+    /// A task of another cgroup.
+    Other,
+    /// A kernel thread.
+    Kthread,
+    /// Its cgroup's (or an ancestor's) CPU quota ran out.
+    Throttled,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 4] = [Cause::Own, Cause::Other, Cause::Kthread, Cause::Throttled];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Own => "own",
+            Cause::Other => "other",
+            Cause::Kthread => "kthread",
+            Cause::Throttled => "throttled",
+        }
+    }
+}
+
+/// A latency histogram's growth: counts per in-kernel slot, their number
+/// and sum.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hist {
+    pub slots: Vec<u64>,
+    pub count: u64,
+    pub sum_ns: u64,
+}
+
+impl Hist {
+    fn of(histogram: &Histogram, sum_ns: u64) -> Hist {
+        let slots = histogram.slots().to_vec();
+        Hist {
+            count: slots.iter().sum(),
+            slots,
+            sum_ns,
+        }
+    }
+
+    /// What grew from `before` to `self`; all of `self` when anything
+    /// shrank (the key was dropped and started again).
+    fn since(&self, before: Option<&Hist>) -> Hist {
+        let Some(before) = before else {
+            return self.clone();
+        };
+        let slot = |i: usize| before.slots.get(i).copied().unwrap_or(0);
+        let shrank = before.count > self.count
+            || before.sum_ns > self.sum_ns
+            || (0..before.slots.len()).any(|i| self.slots.get(i).copied().unwrap_or(0) < slot(i));
+        if shrank {
+            return self.clone();
+        }
+        Hist {
+            slots: (0..self.slots.len())
+                .map(|i| self.slots[i] - slot(i))
+                .collect(),
+            count: self.count - before.count,
+            sum_ns: self.sum_ns - before.sum_ns,
+        }
+    }
+
+    fn add(&mut self, delta: &Hist) {
+        if self.slots.len() < delta.slots.len() {
+            self.slots.resize(delta.slots.len(), 0);
+        }
+        for (total, d) in self.slots.iter_mut().zip(&delta.slots) {
+            *total += d;
+        }
+        self.count += delta.count;
+        self.sum_ns += delta.sum_ns;
+    }
+}
+
+/// Growth of a cumulative counter; all of `now` after a reset.
+fn grew(now: u64, before: Option<u64>) -> u64 {
+    match before {
+        Some(b) if now >= b => now - b,
+        _ => now,
+    }
+}
+
+#[derive(Clone, Default)]
+struct RunqSeen {
+    latency: Hist,
+    causes: [u64; 4],
+}
+
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+pub struct Throttled {
+    pub periods: u64,
+    pub ns: u64,
+}
+
+pub struct Totals {
+    labels: ContainerLabels,
+    runq_seen: HashMap<u64, RunqSeen>,
+    softirq_seen: HashMap<(u32, u32), Hist>,
+    throttle_seen: HashMap<String, (u64, u64)>,
+    lost_seen: HashMap<String, u64>,
+    /// By container label.
+    pub runq: BTreeMap<String, Hist>,
+    pub preemptions: BTreeMap<(String, Cause), u64>,
+    /// By softirq vector number.
+    pub softirq: BTreeMap<u32, Hist>,
+    pub throttled: BTreeMap<String, Throttled>,
+    /// CPUs the quota allows, by container label (not for `other`).
+    pub quota_cpus: BTreeMap<String, f64>,
+    /// Records lost, by kind.
+    pub lost: BTreeMap<String, u64>,
+}
+
+impl Totals {
+    pub fn new(max_containers: usize) -> Totals {
+        Totals {
+            labels: ContainerLabels::new(max_containers),
+            runq_seen: HashMap::new(),
+            softirq_seen: HashMap::new(),
+            throttle_seen: HashMap::new(),
+            lost_seen: HashMap::new(),
+            runq: BTreeMap::new(),
+            preemptions: BTreeMap::new(),
+            softirq: BTreeMap::new(),
+            throttled: BTreeMap::new(),
+            quota_cpus: BTreeMap::new(),
+            lost: BTreeMap::new(),
+        }
+    }
+
+    /// Add what the kernel's maps grew by; `analysis` names the cgroups.
+    pub fn apply_kernel(&mut self, k: &KernelSnapshot, analysis: &Analysis) {
+        for r in &k.runq {
+            let now = RunqSeen {
+                latency: Hist::of(&r.latency, r.total_ns),
+                causes: [
+                    r.preempted_same_cgroup,
+                    r.preempted_other_cgroup,
+                    r.preempted_kthread,
+                    r.preempted_throttled,
+                ],
+            };
+            let before = self.runq_seen.insert(r.cgroup, now.clone());
+            let latency = now.latency.since(before.as_ref().map(|b| &b.latency));
+            let causes: Vec<u64> = (0..4)
+                .map(|i| grew(now.causes[i], before.as_ref().map(|b| b.causes[i])))
+                .collect();
+            if latency.count == 0 && causes.iter().all(|&c| c == 0) {
+                continue;
+            }
+            let label = self.label(&analysis.container(r.cgroup), k.ts_ns);
+            self.runq.entry(label.clone()).or_default().add(&latency);
+            for (cause, n) in Cause::ALL.into_iter().zip(causes) {
+                *self.preemptions.entry((label.clone(), cause)).or_default() += n;
+            }
+        }
+        for s in &k.softirq {
+            let now = Hist::of(&s.delay, s.delay_total_ns);
+            let before = self.softirq_seen.insert((s.cpu, s.vector), now.clone());
+            let delta = now.since(before.as_ref());
+            self.softirq.entry(s.vector).or_default().add(&delta);
+        }
+        let undecodable = ("undecodable".to_string(), analysis.undecodable_records());
+        for (kind, n) in k.counters.lost.iter().cloned().chain([undecodable]) {
+            let before = self.lost_seen.insert(kind.clone(), n);
+            *self.lost.entry(kind).or_default() += grew(n, before);
+        }
+    }
+
+    /// Add what cgroupfs's CFS bandwidth counters grew by; `analysis`
+    /// names the containers.
+    pub fn apply_throttle(&mut self, t: &ThrottleSnapshot, analysis: &Analysis) {
+        for c in &t.cgroups {
+            let before = self
+                .throttle_seen
+                .insert(c.path.clone(), (c.nr_throttled, c.throttled_ns));
+            let periods = grew(c.nr_throttled, before.map(|b| b.0));
+            let ns = grew(c.throttled_ns, before.map(|b| b.1));
+            let container = analysis.container_of_path(&c.path);
+            if periods > 0 || ns > 0 {
+                let label = self.label(&container, t.ts_ns);
+                let total = self.throttled.entry(label).or_default();
+                total.periods += periods;
+                total.ns += ns;
+            }
+            if c.period_us > 0 && self.runq.contains_key(&container) {
+                self.quota_cpus
+                    .insert(container, c.quota_us as f64 / c.period_us as f64);
+            }
+        }
+    }
+
+    /// The label `container`'s activity counts under; a container whose
+    /// place was taken loses its series.
+    fn label(&mut self, container: &str, now_ns: u64) -> String {
+        let assigned = self.labels.assign(container, now_ns);
+        if let Some(gone) = assigned.evicted {
+            self.runq.remove(&gone);
+            self.preemptions.retain(|(label, _), _| *label != gone);
+            self.throttled.remove(&gone);
+            self.quota_cpus.remove(&gone);
+        }
+        assigned.label
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::labels::OTHER;
+    use crate::model::tests::{header, names, MS, NOISY, VICTIM};
+    use crate::stream::{CgroupRunq, CgroupThrottle, Entry};
+
+    fn runq(cgroup: u64, waits: &[u64], other: u64) -> CgroupRunq {
+        let mut latency = Histogram::default();
+        for &w in waits {
+            latency.record(w);
+        }
+        CgroupRunq {
+            cgroup,
+            latency,
+            count: waits.len() as u64,
+            total_ns: waits.iter().sum(),
+            max_ns: waits.iter().copied().max().unwrap_or(0),
+            preempted_other_cgroup: other,
+            ..CgroupRunq::default()
+        }
+    }
+
+    fn snapshot(ts_ns: u64, runq: Vec<CgroupRunq>) -> KernelSnapshot {
+        KernelSnapshot {
+            ts_ns,
+            runq,
+            ..KernelSnapshot::default()
+        }
+    }
+
+    fn analysis() -> Analysis {
+        let mut a = Analysis::new(header());
+        a.apply(&names());
+        a
+    }
+
+    #[test]
+    fn runq_series_add_what_grew_and_survive_a_key_leaving_the_map() {
+        let a = analysis();
+        let mut totals = Totals::new(10);
+        totals.apply_kernel(&snapshot(1, vec![runq(NOISY, &[MS, 2 * MS], 1)]), &a);
+        totals.apply_kernel(
+            &snapshot(2, vec![runq(NOISY, &[MS, 2 * MS, 4 * MS], 3)]),
+            &a,
+        );
+        let noisy = &totals.runq["/noisy"];
+        assert_eq!((noisy.count, noisy.sum_ns), (3, 7 * MS));
+        assert_eq!(totals.preemptions[&("/noisy".into(), Cause::Other)], 3);
+        // The cgroup left the kernel's map and came back with new counts: they add up.
+        totals.apply_kernel(&snapshot(3, vec![]), &a);
+        totals.apply_kernel(&snapshot(4, vec![runq(NOISY, &[8 * MS], 1)]), &a);
+        let noisy = &totals.runq["/noisy"];
+        assert_eq!((noisy.count, noisy.sum_ns), (4, 15 * MS));
+        assert_eq!(noisy.slots.iter().sum::<u64>(), 4);
+        assert_eq!(totals.preemptions[&("/noisy".into(), Cause::Other)], 4);
+    }
+
+    #[test]
+    fn containers_past_the_limit_count_under_other() {
+        let a = analysis();
+        let mut totals = Totals::new(1);
+        let both = vec![runq(NOISY, &[MS], 0), runq(VICTIM, &[MS, MS], 2)];
+        totals.apply_kernel(&snapshot(1, both), &a);
+        assert_eq!(totals.runq["/noisy"].count, 1);
+        assert_eq!(totals.runq[OTHER].count, 2);
+        assert_eq!(totals.preemptions[&(OTHER.into(), Cause::Other)], 2);
+        assert_eq!(totals.runq.len(), 2);
+    }
+
+    #[test]
+    fn throttling_adds_periods_and_time_by_container() {
+        let mut a = analysis();
+        a.apply(&Entry::Kernel(snapshot(1, vec![])));
+        let mut totals = Totals::new(10);
+        totals.apply_kernel(&snapshot(1, vec![runq(NOISY, &[MS], 0)]), &a);
+        let throttle = |periods, ns| ThrottleSnapshot {
+            ts_ns: 1,
+            cgroups: vec![CgroupThrottle {
+                path: "/noisy".into(),
+                quota_us: 12_000,
+                period_us: 100_000,
+                nr_periods: 100,
+                nr_throttled: periods,
+                throttled_ns: ns,
+                ..CgroupThrottle::default()
+            }],
+        };
+        totals.apply_throttle(&throttle(5, 40 * MS), &a);
+        totals.apply_throttle(&throttle(7, 90 * MS), &a);
+        assert_eq!(
+            totals.throttled["/noisy"],
+            Throttled {
+                periods: 7,
+                ns: 90 * MS
+            }
+        );
+        assert_eq!(totals.quota_cpus["/noisy"], 0.12);
+    }
+}

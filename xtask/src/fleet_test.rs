@@ -1,0 +1,371 @@
+//! `cargo xtask fleet-test`: `stalltop serve` as a node of a fleet runs it, checked with the
+//! tools a fleet has. A real Prometheus (Debian's) scrapes it every second through the
+//! noisy-neighbour scenario; PromQL over its histogram must give the victim's p99 and count the
+//! preemptions by the other cgroup. `promtool check metrics` must accept what it serves. The
+//! throttle scenario's real 80+ ms throttles must each make the flight recorder write a readable
+//! recording with the seconds before the stall; so must `POST /dump`. SIGTERM must end it with
+//! exit 0 and nothing left attached.
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{self, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, ensure, Context, Result};
+use serde_json::Value;
+
+use crate::checks::contamination;
+use crate::checks::fleet;
+use crate::checks::report::Report;
+use crate::child::Child;
+use crate::interrupt;
+use crate::scenario::{self, Name, Outcome};
+use crate::scenario_tests::{pause, stalltop_binary, wait_for_load_to_settle};
+
+const NOISY_DURATION: Duration = Duration::from_secs(10);
+const THROTTLE_DURATION: Duration = Duration::from_secs(5);
+/// serve's flight settings: `--keep` and `--trigger`.
+const KEEP: &str = "15s";
+const TRIGGER_NS: u64 = 50_000_000;
+/// How long serve and Prometheus get to come up, and a dump to appear.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const DUMP_TIMEOUT: Duration = Duration::from_secs(20);
+const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
+/// A contaminated noisy-neighbour run is retried up to this many times.
+const RETRIES: u32 = 3;
+
+pub fn main() -> Result<()> {
+    interrupt::install()?;
+    let stalltop = stalltop_binary()?;
+    let workdir = std::env::temp_dir().join(format!("stalltop-fleet-{}", process::id()));
+    fs::create_dir_all(&workdir).with_context(|| format!("mkdir {}", workdir.display()))?;
+    run(&stalltop, &workdir).with_context(|| format!("logs kept in {}", workdir.display()))?;
+    fs::remove_dir_all(&workdir).with_context(|| format!("rm -r {}", workdir.display()))?;
+    println!("fleet test: PASS");
+    Ok(())
+}
+
+fn run(stalltop: &Path, workdir: &Path) -> Result<()> {
+    let serve_addr = format!("127.0.0.1:{}", free_port()?);
+    let prometheus_addr = format!("127.0.0.1:{}", free_port()?);
+    let flight_dir = workdir.join("flight");
+    let serve = Child::spawn(
+        Command::new(stalltop).args([
+            "serve",
+            "--listen",
+            &serve_addr,
+            "--flight-dir",
+            flight_dir.to_str().context("non-UTF-8 temp dir")?,
+            "--keep",
+            KEEP,
+            "--trigger",
+            &format!("{}ms", TRIGGER_NS / 1_000_000),
+        ]),
+        "stalltop serve",
+        &workdir.join("serve.log"),
+        None,
+    )?;
+    wait_for(&format!("http://{serve_addr}/healthz"), "stalltop serve")?;
+    let _prometheus = start_prometheus(workdir, &serve_addr, &prometheus_addr)?;
+    wait_for(&format!("http://{prometheus_addr}/-/ready"), "Prometheus")?;
+    let prom = Prometheus {
+        base: format!("http://{prometheus_addr}"),
+    };
+    wait_until_scraped(&prom)?;
+
+    check_noisy_neighbour(&prom)?;
+    eprintln!("fleet: Prometheus p99 and preemptions: PASS");
+
+    let metrics = get(&format!("http://{serve_addr}/metrics"))?;
+    promtool_check(&metrics, workdir)?;
+    eprintln!("fleet: promtool check metrics: PASS");
+
+    check_flight_recorder(&flight_dir, &serve_addr, stalltop, workdir)?;
+    eprintln!("fleet: flight recordings: PASS");
+
+    serve.stop(EXIT_TIMEOUT)?;
+    ensure_nothing_attached()?;
+    eprintln!("fleet: SIGTERM, exit 0, nothing attached: PASS");
+    Ok(())
+}
+
+/// The noisy-neighbour scenario under the scrapes; retried when another workload contaminated
+/// it.
+fn check_noisy_neighbour(prom: &Prometheus) -> Result<()> {
+    let mut why = String::new();
+    for attempt in 1..=RETRIES + 1 {
+        wait_for_load_to_settle()?;
+        let outcome = scenario::run(Name::NoisyNeighbour, NOISY_DURATION, || Ok(()))?;
+        let contamination = &outcome.contamination;
+        if let Some(reason) =
+            contamination::other_workload(contamination.foreign_forks, contamination.loadavg_before)
+        {
+            eprintln!("fleet: noisy-neighbour attempt {attempt} contaminated ({reason})");
+            why = reason;
+            pause(Duration::from_secs(5))?;
+            continue;
+        }
+        // Two scrapes after the end, so the window's last counts are in.
+        pause(Duration::from_secs(3))?;
+        return check_victim_in_prometheus(prom, &outcome);
+    }
+    bail!(
+        "all {} noisy-neighbour runs were contaminated, the last by {why}",
+        RETRIES + 1
+    )
+}
+
+fn check_victim_in_prometheus(prom: &Prometheus, outcome: &Outcome) -> Result<()> {
+    let victim = outcome
+        .measured
+        .cgroups
+        .victim
+        .as_deref()
+        .context("no victim cgroup")?;
+    let truth = outcome.measured.victim.context("no victim stats")?;
+    let at = unix_seconds(outcome.end_ns) + 2.0;
+    let range = format!(
+        "{}s",
+        (outcome.end_ns - outcome.start_ns).div_ceil(1_000_000_000) + 2
+    );
+    let p99 = prom.scalar(
+        &format!(
+            "histogram_quantile(0.99, sum by (le) \
+             (increase(stalltop_runq_wait_seconds_bucket{{container=\"{victim}\"}}[{range}])))"
+        ),
+        at,
+    )?;
+    let preempted = prom.scalar(
+        &format!(
+            "sum(increase(stalltop_preemptions_total{{container=\"{victim}\",cause=\"other\"}}\
+             [{range}]))"
+        ),
+        at,
+    )?;
+    eprintln!(
+        "fleet: Prometheus: victim p99 {:.3} ms (lateness p99 {:.3} ms), {preempted:.0} \
+         preemptions by another cgroup",
+        p99 * 1e3,
+        truth.lateness.p99_ns as f64 / 1e6
+    );
+    let seconds = (outcome.end_ns - outcome.start_ns) as f64 / 1e9;
+    fleet::victim_p99(p99, truth.lateness.p99_ns)
+        .and_then(|()| fleet::other_preemptions(preempted, seconds))
+        .map_err(anyhow::Error::msg)
+}
+
+/// The throttle scenario's stalls, then `POST /dump`: each makes a recording `report` reads.
+fn check_flight_recorder(
+    flight_dir: &Path,
+    serve_addr: &str,
+    stalltop: &Path,
+    workdir: &Path,
+) -> Result<()> {
+    let before = recordings(flight_dir)?;
+    wait_for_load_to_settle()?;
+    scenario::run(Name::Throttle, THROTTLE_DURATION, || Ok(()))?;
+    let triggered = wait_for_new_recording(flight_dir, &before)?;
+    let triggered = report(stalltop, &triggered, workdir)?;
+    fleet::flight_recording(&triggered, TRIGGER_NS).map_err(anyhow::Error::msg)?;
+
+    let before = recordings(flight_dir)?;
+    let answer = post(&format!("http://{serve_addr}/dump"))?;
+    ensure!(answer.contains("dump planned"), "POST /dump: {answer}");
+    let asked = wait_for_new_recording(flight_dir, &before)?;
+    report(stalltop, &asked, workdir)?;
+    Ok(())
+}
+
+fn recordings(dir: &Path) -> Result<Vec<PathBuf>> {
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "stl"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn wait_for_new_recording(dir: &Path, before: &[PathBuf]) -> Result<PathBuf> {
+    let deadline = Instant::now() + DUMP_TIMEOUT;
+    loop {
+        if let Some(new) = recordings(dir)?.into_iter().find(|p| !before.contains(p)) {
+            // Written in one go once due; a second more lets the writer finish.
+            pause(Duration::from_secs(1))?;
+            return Ok(new);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "no new flight recording in {} after {DUMP_TIMEOUT:?}",
+                dir.display()
+            );
+        }
+        pause(Duration::from_millis(500))?;
+    }
+}
+
+fn report(stalltop: &Path, recording: &Path, workdir: &Path) -> Result<Report> {
+    let name = recording.file_name().context("recording name")?;
+    let json = workdir.join(name).with_extension("report.json");
+    Child::spawn(
+        Command::new(stalltop)
+            .arg("report")
+            .arg(recording)
+            .arg("--json"),
+        "stalltop report",
+        &workdir.join("report.log"),
+        Some(&json),
+    )?
+    .wait_for_exit(Duration::from_secs(60))?;
+    let text = fs::read_to_string(&json)?;
+    Report::parse(&text).map_err(anyhow::Error::msg)
+}
+
+fn start_prometheus(workdir: &Path, serve_addr: &str, listen: &str) -> Result<Child> {
+    let config = workdir.join("prometheus.yml");
+    fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+             scrape_configs:\n  - job_name: stalltop\n    static_configs:\n      \
+             - targets: ['{serve_addr}']\n"
+        ),
+    )?;
+    Child::spawn(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                workdir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={listen}"))
+            .arg("--storage.tsdb.retention.time=1h")
+            .arg("--log.level=warn"),
+        "prometheus",
+        &workdir.join("prometheus.log"),
+        None,
+    )
+}
+
+struct Prometheus {
+    base: String,
+}
+
+impl Prometheus {
+    /// An instant query's single value at `at` (Unix seconds).
+    fn scalar(&self, query: &str, at: f64) -> Result<f64> {
+        let body = ureq::get(format!("{}/api/v1/query", self.base))
+            .query("query", query)
+            .query("time", format!("{at:.3}"))
+            .call()
+            .with_context(|| format!("Prometheus query {query}"))?
+            .body_mut()
+            .read_to_string()?;
+        let answer: Value = serde_json::from_str(&body)?;
+        let value = answer["data"]["result"][0]["value"][1]
+            .as_str()
+            .with_context(|| format!("no value for {query}: {body}"))?;
+        value.parse().with_context(|| format!("value {value}"))
+    }
+}
+
+/// Waits until Prometheus has scraped serve successfully.
+fn wait_until_scraped(prom: &Prometheus) -> Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Ok(up) = prom.scalar("up{job=\"stalltop\"}", now_unix_seconds()) {
+            if up == 1.0 {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("Prometheus did not scrape stalltop serve within {START_TIMEOUT:?}");
+        }
+        pause(Duration::from_millis(500))?;
+    }
+}
+
+fn promtool_check(metrics: &str, workdir: &Path) -> Result<()> {
+    let path = workdir.join("metrics.txt");
+    fs::write(&path, metrics)?;
+    let output = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(fs::File::open(&path)?)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .output()
+        .context("running promtool")?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    ensure!(
+        output.status.success() && said.trim().is_empty(),
+        "promtool check metrics ({}): {said}",
+        output.status
+    );
+    Ok(())
+}
+
+/// No program of stalltop's is loaded once serve exited.
+fn ensure_nothing_attached() -> Result<()> {
+    let output = Command::new("bpftool")
+        .args(["prog", "show", "--json"])
+        .output()
+        .context("running bpftool")?;
+    let programs: Value = serde_json::from_slice(&output.stdout)?;
+    let ours: Vec<&str> = programs
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str())
+        .filter(|name| name.starts_with("btf_") || name.starts_with("raw_"))
+        .collect();
+    ensure!(
+        ours.is_empty(),
+        "BPF programs left after serve exited: {ours:?}"
+    );
+    Ok(())
+}
+
+fn wait_for(url: &str, what: &str) -> Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if get(url).is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{what} did not answer {url} within {START_TIMEOUT:?}");
+        }
+        pause(Duration::from_millis(200))?;
+    }
+}
+
+fn get(url: &str) -> Result<String> {
+    Ok(ureq::get(url).call()?.body_mut().read_to_string()?)
+}
+
+fn post(url: &str) -> Result<String> {
+    Ok(ureq::post(url).send_empty()?.body_mut().read_to_string()?)
+}
+
+/// A port nobody listens on now (the kernel's pick).
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn now_unix_seconds() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Unix time of a CLOCK_MONOTONIC time.
+fn unix_seconds(monotonic_ns: u64) -> f64 {
+    let now_mono = scenario::monotonic_ns() as f64 / 1e9;
+    now_unix_seconds() - now_mono + monotonic_ns as f64 / 1e9
+}
