@@ -464,9 +464,10 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 				  switched_out_runnable(btf, preempt, prev));
 
 	if (cs) {
-		if (prev_tid)
-			slice_remember(btf, cs, prev, prev_tid, cs->current_since, now, steal_now);
-		else
+		/* Idle slices too: a wait spent beside an idle CPU is held by
+		 * nobody (tid 0), not by whoever ran before or after. */
+		slice_remember(btf, cs, prev, prev_tid, cs->current_since, now, steal_now);
+		if (!prev_tid)
 			cs->last_tick = now; /* idle has no sampler ticks: not a gap */
 		cs->current_since = now;
 		cs->current_steal = steal_now;

@@ -16,6 +16,7 @@ pub use hierarchy::Hierarchy;
 pub use resolve::Resolver;
 pub use throttle::read_throttling;
 
+use std::collections::HashSet;
 use std::io;
 
 /// Why the cgroup side cannot start; each message names the fix.
@@ -29,4 +30,12 @@ pub enum CgroupError {
          (mount -t cgroup -o cpu,cpuacct cgroup /sys/fs/cgroup/cpu,cpuacct)"
     )]
     NotMounted,
+}
+
+/// The ids of every cgroup of `h` now (empty if its root cannot be read).
+pub fn live_cgroups(h: &Hierarchy) -> HashSet<u64> {
+    walk::cgroups(h.root())
+        .into_iter()
+        .map(|d| d.inode)
+        .collect()
 }

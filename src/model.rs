@@ -5,6 +5,7 @@
 
 mod culprits;
 mod report;
+mod retained;
 mod stalls;
 mod throttle;
 mod waits;
@@ -87,7 +88,10 @@ impl Analysis {
             }
             Entry::Kernel(k) => {
                 self.last_ts = self.last_ts.max(k.ts_ns);
-                self.kernel = Some(k.clone());
+                self.kernel = Some(match self.kernel.take() {
+                    Some(old) => retained::keep_removed(old, k.clone()),
+                    None => k.clone(),
+                });
             }
             Entry::Throttle(t) => {
                 self.last_ts = self.last_ts.max(t.ts_ns);

@@ -13,6 +13,8 @@ mod libbpf_log;
 mod loader;
 mod maps;
 mod preflight;
+#[cfg(test)]
+mod prune_tests;
 mod refusal;
 #[cfg(test)]
 mod sampled_tests;

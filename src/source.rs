@@ -3,6 +3,7 @@
 //! CFS throttling, and sends `Entry`s into a bounded channel. Replay reads
 //! the same entries from a recording instead.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,6 +25,8 @@ use crate::symbols::StackNamer;
 pub const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(1);
 /// Longest wait for ring-buffer data: bounds how late a record is shown.
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// How often the map entries of removed cgroups are freed.
+const PRUNE_INTERVAL_NS: u64 = 5_000_000_000;
 
 pub struct LiveSource {
     stop: Arc<AtomicBool>,
@@ -95,6 +98,7 @@ fn run(
     };
     let _ = ready.send(Ok(session.info()));
     let mut online = CpuList::online().ok();
+    let mut pruner = Pruner::default();
     let mut next_snapshot = host::monotonic_ns();
     loop {
         let stopping = stop.load(Ordering::Relaxed);
@@ -111,7 +115,9 @@ fn run(
         if stopping || now >= next_snapshot {
             next_snapshot = now + SNAPSHOT_INTERVAL.as_nanos() as u64;
             follow_online_cpus(&mut session, &mut online);
-            if !send_snapshots(&session, &hierarchy, &mut names, &tx, now) {
+            let kernel = session.snapshot(now);
+            pruner.prune(&session, &hierarchy, &kernel, now);
+            if !send_snapshots(kernel, &hierarchy, &mut names, &tx, now) {
                 break;
             }
         }
@@ -137,15 +143,49 @@ fn follow_online_cpus(session: &mut Session<'_>, online: &mut Option<CpuList>) {
     }
 }
 
+/// Frees the map entries of removed cgroups, so pod churn cannot fill the
+/// maps: a cgroup is taken for removed when the maps held it at the
+/// previous pass and a walk of the hierarchy, made after that pass, did not
+/// find it (a cgroup created since then is never in that set).
+#[derive(Default)]
+struct Pruner {
+    in_maps: HashSet<u64>,
+    next_ns: u64,
+}
+
+impl Pruner {
+    fn prune(
+        &mut self,
+        session: &Session<'_>,
+        hierarchy: &Hierarchy,
+        kernel: &KernelSnapshot,
+        now: u64,
+    ) {
+        if now < self.next_ns {
+            return;
+        }
+        self.next_ns = now + PRUNE_INTERVAL_NS;
+        let live = cgroup::live_cgroups(hierarchy);
+        // An unreadable hierarchy says nothing of what was removed.
+        if !live.is_empty() {
+            let removed = |id: u64| self.in_maps.contains(&id) && !live.contains(&id);
+            let deleted = session.prune_cgroups(&removed);
+            if deleted > 0 {
+                tracing::debug!("freed {deleted} map entries of removed cgroups");
+            }
+        }
+        self.in_maps = snapshot_cgroups(kernel).into_iter().collect();
+    }
+}
+
 /// Kernel maps and cgroupfs, with the names they mention sent first.
 fn send_snapshots(
-    session: &Session<'_>,
+    kernel: KernelSnapshot,
     hierarchy: &Hierarchy,
     names: &mut Names,
     tx: &mpsc::Sender<Entry>,
     now: u64,
 ) -> bool {
-    let kernel = session.snapshot(now);
     let throttle = ThrottleSnapshot {
         ts_ns: now,
         cgroups: cgroup::read_throttling(hierarchy),
@@ -226,6 +266,7 @@ fn snapshot_cgroups(k: &KernelSnapshot) -> Vec<u64> {
                 .flat_map(|p| [p.victim_cgroup, p.preemptor_cgroup]),
         )
         .chain(k.syscalls.iter().map(|s| s.cgroup))
+        .chain(k.files.iter().map(|f| f.cgroup))
         .collect()
 }
 

@@ -193,7 +193,14 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
     }
     lines.push(heading("Culprit"));
     let Some(c) = &stall.culprit else {
-        lines.push(field("", "nobody was seen holding the CPU"));
+        lines.push(field(
+            "",
+            if stall.waited.cpu_idle {
+                "nobody: the CPU was idle while it waited (forced idle, or unexplained)"
+            } else {
+                "nobody was seen holding the CPU"
+            },
+        ));
         return lines;
     };
     lines.push(vec![

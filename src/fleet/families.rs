@@ -70,6 +70,9 @@ pub struct FlightCounts {
     /// Recordings deleted to stay within the flight directory's size.
     pub deleted: u64,
     pub failed: u64,
+    /// Chunks (about a second each) dropped from the window to stay within
+    /// its memory bound.
+    pub window_dropped: u64,
 }
 
 pub fn families(i: &Inputs<'_>) -> Vec<Family> {
@@ -220,6 +223,16 @@ pub fn families(i: &Inputs<'_>) -> Vec<Family> {
                 value: Value::Number(n as f64),
             })
             .collect(),
+        },
+        Family {
+            name: "stalltop_flight_window_dropped_chunks",
+            help: "Chunks of the flight window (about a second each) dropped before their time \
+                   to stay within its memory bound.",
+            kind: Kind::Counter,
+            series: vec![Series {
+                labels: vec![],
+                value: Value::Number(i.flight.window_dropped as f64),
+            }],
         },
     ]
 }

@@ -128,6 +128,7 @@ impl Node {
     pub fn families(&self, probe_cpu_seconds: f64, mut flight: FlightCounts) -> Vec<Family> {
         if let Some(f) = &self.flight {
             flight.coalesced = f.window.coalesced;
+            flight.window_dropped = f.window.dropped_chunks;
         }
         families::families(&Inputs {
             totals: &self.totals,

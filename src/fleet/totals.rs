@@ -4,7 +4,7 @@
 //! the series its container has now: series only grow, even when a key
 //! leaves a kernel map or a container moves into `other`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::labels::ContainerLabels;
 use crate::histogram::Histogram;
@@ -147,6 +147,9 @@ impl Totals {
 
     /// Add what the kernel's maps grew by; `analysis` names the cgroups.
     pub fn apply_kernel(&mut self, k: &KernelSnapshot, analysis: &Analysis) {
+        // Keys gone from the maps (removed cgroups) never come back.
+        let present: HashSet<u64> = k.runq.iter().map(|r| r.cgroup).collect();
+        self.runq_seen.retain(|cgroup, _| present.contains(cgroup));
         for r in &k.runq {
             let now = RunqSeen {
                 latency: Hist::of(&r.latency, r.total_ns),
@@ -187,6 +190,9 @@ impl Totals {
     /// Add what cgroupfs's CFS bandwidth counters grew by; `analysis`
     /// names the containers.
     pub fn apply_throttle(&mut self, t: &ThrottleSnapshot, analysis: &Analysis) {
+        let present: HashSet<&str> = t.cgroups.iter().map(|c| c.path.as_str()).collect();
+        self.throttle_seen
+            .retain(|path, _| present.contains(path.as_str()));
         for c in &t.cgroups {
             let before = self
                 .throttle_seen

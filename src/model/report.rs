@@ -108,6 +108,9 @@ pub struct WaitedRow {
     /// Of `wait_ns`, the time the hypervisor took the vCPU (steal).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steal_ns: Option<u64>,
+    /// The task's CPU was idle for most of its wait: nobody held it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cpu_idle: bool,
 }
 
 /// The task that held the CPU, with its syscall and stacks.

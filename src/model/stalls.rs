@@ -76,6 +76,9 @@ pub struct Waited {
     pub task_steal_ns: u64,
     /// `task` waited behind a task of another cgroup (a neighbour).
     pub behind_neighbour: bool,
+    /// `task`'s CPU was idle for most of its wait: no task held it (forced
+    /// idle, or a wakeup that did not get the CPU; a quota is `throttled`).
+    pub cpu_idle: bool,
 }
 
 /// Who held the CPU.
@@ -201,6 +204,7 @@ impl StallTracker {
                 task_wait_ns: w.wait_ns,
                 task_steal_ns: w.steal_ns,
                 behind_neighbour: w.ran.tid != 0 && w.ran.cgroup != w.waiter.cgroup,
+                cpu_idle: w.ran.tid == 0,
             },
             culprit: culprit_of(&w.ran, w.ran_syscall.map(|(nr, ns)| (nr, w.ts_ns - ns))),
             throttled_cgroup: None,
@@ -426,6 +430,7 @@ impl StallTracker {
                 stall.waited.task_wait_ns = signal.waited.task_wait_ns;
                 stall.waited.task_steal_ns = signal.waited.task_steal_ns;
                 stall.waited.behind_neighbour = signal.waited.behind_neighbour;
+                stall.waited.cpu_idle = signal.waited.cpu_idle;
             }
         }
         if let Some(culprit) = signal.culprit.filter(|_| signal.strength > Strength::None) {

@@ -248,3 +248,43 @@ fn throttled_under_the_limit_is_visible() {
     assert_eq!(t.usage_of_quota_pct, Some(53.3));
     assert_eq!(t.container, "/stalltop_throttled");
 }
+
+/// A task that waited while its CPU sat idle (forced idle, or a wakeup that did not get the
+/// CPU): the probes name the idle task (tid 0) as the holder; the stall says the CPU was idle
+/// and blames nobody.
+#[test]
+fn a_wait_beside_an_idle_cpu_blames_nobody_and_says_so() {
+    let idle = runq_record(
+        KIND_RUNQ,
+        1,
+        2_000 * MS,
+        40 * MS,
+        task(300, "api-worker", VICTIM),
+        task(0, "swapper/1", 0),
+        None,
+        0,
+    );
+    let report = analyse(&[names(), Entry::Records(idle)]);
+    let [stall] = report.stalls.as_slice() else {
+        panic!("{:#?}", report.stalls);
+    };
+    assert!(stall.culprit.is_none(), "{stall:?}");
+    assert!(stall.waited.cpu_idle, "{stall:?}");
+    let json = serde_json::to_value(stall).unwrap();
+    assert_eq!(json["waited"]["cpu_idle"], true);
+    // A wait some task held is not marked.
+    let held = runq_record(
+        KIND_RUNQ,
+        1,
+        2_000 * MS,
+        40 * MS,
+        task(300, "api-worker", VICTIM),
+        task(400, "hog", NOISY),
+        None,
+        0,
+    );
+    let report = analyse(&[names(), Entry::Records(held)]);
+    assert!(!report.stalls[0].waited.cpu_idle);
+    let json = serde_json::to_value(&report.stalls[0]).unwrap();
+    assert!(json["waited"].get("cpu_idle").is_none());
+}

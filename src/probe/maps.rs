@@ -49,6 +49,40 @@ pub fn snapshot(loaded: &Loaded<'_>, ts_ns: u64) -> KernelSnapshot {
     }
 }
 
+/// Deletes the hash map entries of the cgroups `dead` names (removed: no
+/// task of theirs can add to them again): run-queue stats, preemptors
+/// (as victim or as preemptor), syscall stats and sampled files. Their
+/// counts stay in the snapshots already taken; the places are free for new
+/// cgroups. Returns the entries deleted. The per-CPU array slots a dead
+/// cgroup owns are left alone: rewriting a CPU's slots from here would race
+/// the programs updating the live cgroups' slots on that CPU.
+pub fn prune_cgroups(loaded: &Loaded<'_>, dead: &dyn Fn(u64) -> bool) -> usize {
+    let skel = loaded.maps();
+    let runq = |key: &[u8]| read_plain::<u64>(key).is_some_and(dead);
+    let preemptor = |key: &[u8]| {
+        read_plain::<types::preemptor_key>(key)
+            .is_some_and(|k| dead(k.victim_cgroup) || dead(k.preemptor_cgroup))
+    };
+    let syscall =
+        |key: &[u8]| read_plain::<types::syscall_key>(key).is_some_and(|k| dead(k.cgroup));
+    let file = |key: &[u8]| read_plain::<types::file_key>(key).is_some_and(|k| dead(k.cgroup));
+    let mut deleted = delete_where(&skel.maps.runq_by_cgroup, &runq)
+        + delete_where(&skel.maps.preemptors, &preemptor);
+    if loaded.syscalls != SyscallMode::Off {
+        deleted += delete_where(&skel.maps.syscalls, &syscall);
+    }
+    if loaded.syscalls == SyscallMode::Sampled {
+        deleted += delete_where(&skel.maps.sampled_files, &file);
+    }
+    deleted
+}
+
+/// Deletes the keys of `map` that `doomed` picks; returns how many went.
+fn delete_where(map: &dyn MapCore, doomed: &dyn Fn(&[u8]) -> bool) -> usize {
+    let keys: Vec<Vec<u8>> = map.keys().filter(|k| doomed(k)).collect();
+    keys.iter().filter(|key| map.delete(key).is_ok()).count()
+}
+
 /// Each probe's slot of cpu_state.cost (`enum probe_kind`), and its name.
 const PROBES: [(probe_kind, &str); 9] = [
     (probe_kind::PROBE_SCHED_SWITCH, "sched_switch"),

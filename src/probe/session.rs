@@ -90,4 +90,9 @@ impl<'obj> Session<'obj> {
     pub fn snapshot(&self, ts_ns: u64) -> KernelSnapshot {
         maps::snapshot(&self.loaded, ts_ns)
     }
+
+    /// See `maps::prune_cgroups`.
+    pub fn prune_cgroups(&self, dead: &dyn Fn(u64) -> bool) -> usize {
+        maps::prune_cgroups(&self.loaded, dead)
+    }
 }

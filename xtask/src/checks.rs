@@ -3,6 +3,7 @@
 //! `report` is the JSON contract, `contamination` decides which runs can be judged at all, and
 //! each other module is one scenario's check (`irqoff`: the gaps a quiet run must not have).
 
+pub mod churn;
 pub mod contamination;
 pub mod fleet;
 pub mod irqoff;

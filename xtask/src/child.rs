@@ -95,6 +95,10 @@ impl Child {
         }
     }
 
+    pub fn id(&self) -> u32 {
+        self.inner.id()
+    }
+
     /// Sends SIGTERM and waits until the child exits successfully, at most `grace` from now.
     pub fn stop(mut self, grace: Duration) -> Result<()> {
         let pid = libc::pid_t::try_from(self.inner.id()).context("pid out of range")?;

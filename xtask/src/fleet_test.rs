@@ -84,6 +84,15 @@ fn run(stalltop: &Path, workdir: &Path) -> Result<()> {
     check_flight_recorder(&flight_dir, &serve_addr, stalltop, workdir)?;
     eprintln!("fleet: flight recordings: PASS");
 
+    let status = fs::read_to_string(format!("/proc/{}/status", serve.id()))?;
+    let peak = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .unwrap_or("VmHWM: ?");
+    eprintln!(
+        "fleet: stalltop serve's peak resident memory: {}",
+        peak.trim_start_matches("VmHWM:").trim()
+    );
     serve.stop(EXIT_TIMEOUT)?;
     ensure_nothing_attached()?;
     eprintln!("fleet: SIGTERM, exit 0, nothing attached: PASS");

@@ -4,6 +4,7 @@
 
 mod burstreq;
 mod cgroup;
+pub mod churn;
 pub mod command;
 mod hog;
 pub mod host;
@@ -72,6 +73,9 @@ pub enum Name {
     /// NET_RX saturating CPU 1 while a heavy CFS hog bursts: ksoftirqd/1 waits out each burst
     /// (case 1's mechanism).
     Ksoftirqd,
+    /// The victim beside a thread that creates, runs in and removes thousands of short-lived
+    /// cgroups (pod churn): more than stalltop's kernel maps hold.
+    Churn,
 }
 
 impl Name {
@@ -82,6 +86,15 @@ impl Name {
             Name::Quiet => "quiet",
             Name::SlowSyscall => "slow-syscall",
             Name::Ksoftirqd => "ksoftirqd",
+            Name::Churn => "churn",
+        }
+    }
+
+    /// How long `scenario-tests` runs it: churn needs more cgroups than the maps hold.
+    pub fn test_duration(self) -> Duration {
+        match self {
+            Name::Churn => Duration::from_secs(20),
+            _ => DEFAULT_DURATION,
         }
     }
 }
@@ -125,6 +138,8 @@ pub struct Injected {
     pub slow_syscall: Option<slow_syscall::Truth>,
     /// ksoftirqd: the hog's bursts, the flood and CPU 1's softnet counters.
     pub ksoftirqd: Option<ksoftirqd::Truth>,
+    /// churn: the short-lived cgroups made.
+    pub churn: Option<churn::Truth>,
 }
 
 /// The cgroups a scenario ran threads in, relative to the cpu hierarchy root ("/stalltop_victim").
@@ -168,6 +183,9 @@ impl Outcome {
                 ms(l.p50_ns),
                 ms(l.max_ns)
             ));
+        }
+        if let Some(truth) = &self.injected.churn {
+            parts.push(format!("{} short-lived cgroups", truth.cgroups));
         }
         if let Some(truth) = &self.injected.slow_syscall {
             for call in &truth.calls {
@@ -259,7 +277,7 @@ enum Fixture {
 impl Fixture {
     fn prepare(name: Name, duration: Duration) -> Result<Self> {
         Ok(match name {
-            Name::NoisyNeighbour | Name::Throttle | Name::Quiet => Fixture::None,
+            Name::NoisyNeighbour | Name::Throttle | Name::Quiet | Name::Churn => Fixture::None,
             Name::SlowSyscall => Fixture::SlowSyscall(slow_syscall::Fixture::prepare(duration)?),
             Name::Ksoftirqd => Fixture::Ksoftirqd(ksoftirqd::Fixture::prepare(duration)?),
         })
@@ -293,15 +311,13 @@ pub fn run(name: Name, duration: Duration, ready: impl FnOnce() -> Result<()>) -
     eprintln!("scenario {name}: {duration:?} on CPU {CPU}");
     let window = Window::open(CPU, duration);
     let (measured, injected) = match fixture {
-        Fixture::None => (
-            match name {
-                Name::NoisyNeighbour => noisy_neighbour::run(&window),
-                Name::Throttle => throttle::run(&window),
-                Name::Quiet => quiet::run(&window),
-                Name::SlowSyscall | Name::Ksoftirqd => unreachable!("{name} has a fixture"),
-            }?,
-            Injected::default(),
-        ),
+        Fixture::None => match name {
+            Name::NoisyNeighbour => (noisy_neighbour::run(&window)?, Injected::default()),
+            Name::Throttle => (throttle::run(&window)?, Injected::default()),
+            Name::Quiet => (quiet::run(&window)?, Injected::default()),
+            Name::Churn => churn::run(&window)?,
+            Name::SlowSyscall | Name::Ksoftirqd => unreachable!("{name} has a fixture"),
+        },
         Fixture::SlowSyscall(fixture) => slow_syscall::run(&window, fixture)?,
         Fixture::Ksoftirqd(fixture) => ksoftirqd::run(&window, fixture)?,
     };

@@ -17,8 +17,6 @@ use crate::child::Child;
 use crate::interrupt;
 use crate::scenario::{self, Name, Outcome};
 
-/// Scenario length in the tests (the `cargo xtask scenario` default).
-const DURATION: Duration = scenario::DEFAULT_DURATION;
 /// stalltop starts this long before the scenario so its probes are attached.
 const ATTACH_WAIT: Duration = Duration::from_millis(1500);
 /// stalltop records this much longer than the scenario runs.
@@ -78,12 +76,14 @@ pub fn main(args: &Args) -> Result<()> {
             Name::Throttle,
             Name::SlowSyscall,
             Name::Ksoftirqd,
+            Name::Churn,
         ],
         Some(Name::NoisyNeighbour) => &[Name::Quiet, Name::NoisyNeighbour],
         Some(Name::Quiet) => &[Name::Quiet],
         Some(Name::Throttle) => &[Name::Throttle],
         Some(Name::SlowSyscall) => &[Name::SlowSyscall],
         Some(Name::Ksoftirqd) => &[Name::Ksoftirqd],
+        Some(Name::Churn) => &[Name::Churn],
     };
     let mut baseline: Option<Report> = None;
     let mut rows = Vec::new();
@@ -214,6 +214,12 @@ fn run_checked(
                 Some(truth) => checks::slow_syscall::check(report, truth),
                 None => Err("the slow-syscall scenario measured no calls".into()),
             },
+            Name::Churn => match (&outcome.injected.churn, &outcome.measured.victim) {
+                (Some(truth), Some(victim)) => {
+                    checks::churn::check(report, truth, cgroups, victim.lateness.count)
+                }
+                _ => Err("the churn scenario measured no cgroups or no victim".into()),
+            },
             Name::Ksoftirqd => match &outcome.injected.ksoftirqd {
                 Some(truth) => checks::ksoftirqd::check(report, truth, outcome.cpu as u32),
                 None => Err("the ksoftirqd scenario measured no bursts".into()),
@@ -319,7 +325,8 @@ fn record(
 ) -> Result<Recorded> {
     let stem = format!("{name}-{syscalls}-{attempt}");
     let recording = workdir.join(format!("{stem}.stl"));
-    let record_for = DURATION + RECORD_EXTRA;
+    let duration = name.test_duration();
+    let record_for = duration + RECORD_EXTRA;
     eprintln!(
         "{name}: attempt {attempt}: stalltop record -> {}",
         recording.display()
@@ -327,7 +334,7 @@ fn record(
     let mut recorder = None;
     // stalltop starts once the scenario's fixture is built, so the build stays out of the
     // recording, and attaches before the window opens.
-    let outcome = scenario::run(name, DURATION, || {
+    let outcome = scenario::run(name, duration, || {
         let mut child = Child::spawn(
             Command::new(stalltop)
                 .arg("record")

@@ -71,6 +71,9 @@ pub fn culprit_chain(stall: &StallRow) -> String {
         return throttle;
     }
     let Some(c) = &stall.culprit else {
+        if stall.waited.cpu_idle {
+            return "(nobody: the CPU was idle)".into();
+        }
         return "(nobody seen holding the CPU)".into();
     };
     let mut chain = format!("{}[{}]", c.comm, c.pid);

@@ -107,6 +107,9 @@ pub fn render(r: &Report) -> String {
     out
 }
 
+/// A wait its CPU spent idle: nothing ran that could be blamed.
+const IDLE_CPU: &str = "nobody held the CPU: it was idle (forced idle, or unexplained)";
+
 /// Stalls, culprits, takeovers, syscalls and softirqs.
 fn stalls_text(out: &mut String, r: &Report) {
     let _ = writeln!(
@@ -147,6 +150,7 @@ fn stalls_text(out: &mut String, r: &Report) {
                     q.quota_us, q.period_us
                 ))
             ),
+            None if s.waited.cpu_idle => IDLE_CPU.to_string(),
             None => format!("held by {culprit}"),
         };
         let _ = writeln!(

@@ -86,6 +86,7 @@ pub(in crate::model) fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
             cgroup: s.waited.task.as_ref().map(|t| a.cgroup_path(t.cgroup)),
             wait_ns: s.waited.task.as_ref().map(|_| s.waited.task_wait_ns),
             steal_ns: s.waited.task.as_ref().map(|_| s.waited.task_steal_ns),
+            cpu_idle: s.waited.cpu_idle && s.culprit.is_none(),
         },
         culprit: s.culprit.as_ref().map(|c| culprit_detail(a, c, &s.samples)),
         quota: throttled_cgroup

@@ -15,6 +15,9 @@ pub struct Report {
     pub duration_ns: u64,
     pub settings: Settings,
     pub lost_events: BTreeMap<String, u64>,
+    /// Updates refused because a bounded kernel map was full, by map.
+    #[serde(default)]
+    pub map_full: BTreeMap<String, u64>,
     pub runq: Vec<RunqRow>,
     pub runq_events: Vec<RunqEvent>,
     pub throttling: Vec<ThrottlingRow>,
