@@ -198,8 +198,9 @@ enum syscall_arg_how {
 /* syscall_event.path_kind */
 enum path_kind {
 	PATH_NONE = 0,
-	PATH_DENTRIES = 1, /* components leaf first, each NUL-terminated */
-	PATH_USER = 2,	   /* the string the caller passed, as given */
+	PATH_DENTRIES = 1,  /* components leaf first, each NUL-terminated */
+	PATH_USER = 2,	    /* the string the caller passed, as given */
+	PATH_FD_REUSED = 3, /* the call's fd names another file at its end: unknown */
 };
 
 /* KIND_SYSCALL: a call that ran at least the wall or on-CPU threshold. */
@@ -273,6 +274,7 @@ struct call {
 	__u64 softirq_ns;    /* softirq time inside the call, finished slices */
 	__u64 arg0;
 	__u64 arg1;
+	__u64 file; /* the struct file its fd argument named at entry, if any */
 	__s32 nr;
 	__u32 tid; /* the task making the call */
 };

@@ -80,6 +80,41 @@ static __always_inline void syscall_slice_end(struct call *c, struct cpu_state *
 	c->oncpu_ns += ran - softirq;
 }
 
+/* The file behind `fd` of `task`, or NULL. */
+static __always_inline struct file *file_of_fd(struct task_struct *task, __u32 fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **slots;
+	struct file *f = NULL;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	slots = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&f, sizeof(f), &slots[fd]);
+	return f;
+}
+
+/* How syscall `nr` names its file (SYSCALL_ARG_*). */
+static __always_inline __u8 syscall_file_arg(__s32 nr)
+{
+	return nr >= 0 && nr < SYSCALL_NR_MAX ?
+		       syscall_arg[nr & (SYSCALL_NR_MAX - 1)] & SYSCALL_ARG_MASK :
+		       SYSCALL_ARG_NONE;
+}
+
+/* The struct file that call `nr`'s fd argument names now (0: none), kept
+ * from entry so the exit can tell whether the fd still names it: another
+ * thread may close it and get the number again for a new file meanwhile.
+ * Its address only: compared, never read. */
+static __always_inline __u64 call_fd_file(bool btf, __s32 nr, __u64 arg0, __u64 arg1)
+{
+	__u8 how = syscall_file_arg(nr);
+
+	if (how != SYSCALL_ARG_FD0 && how != SYSCALL_ARG_FD1)
+		return 0;
+	return (__u64)file_of_fd(current_task(btf), how == SYSCALL_ARG_FD0 ? arg0 : arg1);
+}
+
 /* The CPU holds the call; sched_switch moves it to the task's state if
  * the task is switched out before the call ends. */
 static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id)
@@ -103,6 +138,7 @@ static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id
 		c->arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
 		c->arg1 = PT_REGS_PARM2_CORE_SYSCALL(regs);
 	}
+	c->file = call_fd_file(btf, id, c->arg0, c->arg1);
 }
 
 /* The stats of (cgroup, nr) on this CPU: the array slot of nr when this
@@ -171,20 +207,6 @@ static __always_inline struct path_buf *this_path_buf(__u32 slot)
 	return bpf_map_lookup_elem(&path_bufs, &slot);
 }
 
-/* The file behind `fd` of `task`, or NULL. */
-static __always_inline struct file *file_of_fd(struct task_struct *task, __u32 fd)
-{
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	struct file **slots;
-	struct file *f = NULL;
-
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
-		return NULL;
-	slots = BPF_CORE_READ(fdt, fd);
-	bpf_probe_read_kernel(&f, sizeof(f), &slots[fd]);
-	return f;
-}
-
 /* Resolve the path of the running task's file descriptor `fd` into this
  * CPU's path_buf `slot`: components leaf first, crossing mount points up to the
  * root. Returns 1 when the buffer holds a path, 0 when the fd has no
@@ -242,14 +264,6 @@ __noinline int path_of_fd(__u32 fd, __u32 slot)
 	}
 	b->truncated = 1; /* longer than PATH_HALF, or deeper than PATH_COMPONENTS */
 	return 1;
-}
-
-/* How syscall `nr` names its file (SYSCALL_ARG_*). */
-static __always_inline __u8 syscall_file_arg(__s32 nr)
-{
-	return nr >= 0 && nr < SYSCALL_NR_MAX ?
-		       syscall_arg[nr & (SYSCALL_NR_MAX - 1)] & SYSCALL_ARG_MASK :
-		       SYSCALL_ARG_NONE;
 }
 
 /* Resolve the file the running task's call `nr` (with its first two
@@ -353,6 +367,27 @@ static __always_inline bool call_waits(const struct call *c)
 	return false;
 }
 
+/* The path_buf slot that holds the file of ending call `c` (-1: none): the
+ * path behind its fd, unless the fd names another file than at entry (then
+ * the buffer says so: the file the call used may be freed by now). */
+static __always_inline int call_path_slot(bool btf, const struct call *c)
+{
+	struct path_buf *b;
+
+	if (c->file && call_fd_file(btf, c->nr, c->arg0, c->arg1) != c->file) {
+		b = this_path_buf(0);
+		if (!b)
+			return -1;
+		b->kind = PATH_FD_REUSED;
+		b->len = 0;
+		b->truncated = 0;
+		b->inode = 0;
+		b->inode_mode = 0;
+		return 0;
+	}
+	return call_file_resolve(c->nr, c->arg0, c->arg1, 0) ? 0 : -1;
+}
+
 static __always_inline void on_sys_exit(bool btf)
 {
 	struct cpu_state *cs = this_cpu();
@@ -372,8 +407,7 @@ static __always_inline void on_sys_exit(bool btf)
 
 		task_ref_set(btf, &task, current_task(btf), cgroup);
 		syscall_event_send(&task, c->nr, c->arg0, c->arg1, now, wall, c->oncpu_ns,
-				   c->softirq_ns,
-				   call_file_resolve(c->nr, c->arg0, c->arg1, 0) ? 0 : -1);
+				   c->softirq_ns, call_path_slot(btf, c));
 	}
 	c->enter_ts = 0;
 }

@@ -130,6 +130,9 @@ pub enum FilePath {
         kind: &'static str,
         inode: u64,
     },
+    /// Unknown: the call's fd named another file when it ended (another
+    /// thread closed it and the number was reused).
+    FdReused,
 }
 
 impl FilePath {
@@ -140,6 +143,7 @@ impl FilePath {
             FilePath::Resolved { path, .. } => Some(path.clone()),
             FilePath::Given(path) => Some(path.clone()),
             FilePath::Special { kind, inode } => Some(format!("{kind}:[{inode}]")),
+            FilePath::FdReused => Some(FD_REUSED.into()),
         }
     }
 
@@ -149,6 +153,7 @@ impl FilePath {
         match kind {
             PATH_DENTRIES => dentry_path(used, truncated, mode, inode),
             PATH_USER => FilePath::Given(comm_str(used)),
+            PATH_FD_REUSED => FilePath::FdReused,
             _ => FilePath::None,
         }
     }
@@ -313,6 +318,9 @@ fn softirq_delay(e: types::softirq_event) -> SoftirqDelay {
 
 const PATH_DENTRIES: u32 = types::path_kind::PATH_DENTRIES.0;
 const PATH_USER: u32 = types::path_kind::PATH_USER.0;
+const PATH_FD_REUSED: u32 = types::path_kind::PATH_FD_REUSED.0;
+/// How a file whose fd was reused during the call reads where its path would.
+const FD_REUSED: &str = "(unknown: its fd was reused during the call)";
 const S_IFMT_SOCK: u32 = 0o140000;
 const S_IFMT_FIFO: u32 = 0o010000;
 

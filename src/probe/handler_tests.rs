@@ -168,3 +168,42 @@ fn raw_tp_syscall_handlers_time_a_call_and_name_its_file() {
     assert_eq!(stats.count, 1);
     assert_eq!(stats.wall_total_ns, call.wall_ns);
 }
+
+/// Another thread closes a call's fd and the number goes to a new file
+/// before the call ends (here: dup2 between the enter and exit handlers):
+/// the call is not said to be about the new file, but about an unknown one.
+#[test]
+fn raw_tp_sys_exit_names_no_file_when_the_fd_was_reused_during_the_call() {
+    use std::os::fd::AsRawFd;
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config(AttachMode::RawTp);
+    let mut storage = MaybeUninit::uninit();
+    let skel = super::loader::load_detached(&config, &mut storage).expect("raw_tp loads");
+    pin_to(0);
+    let dir = tempfile::tempdir().unwrap();
+    let used = std::fs::File::create(dir.path().join("used.log")).unwrap();
+    let reused = std::fs::File::create(dir.path().join("new-owner.db")).unwrap();
+    // SAFETY: dup/dup2 on fds we own; fd 0 is restored below.
+    let saved_stdin = unsafe { libc::dup(0) };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::dup2(used.as_raw_fd(), 0) }, 0);
+    const FADVISE64: u64 = 221;
+    test_run(&skel, "raw_sys_enter", &[0, FADVISE64]);
+    std::thread::sleep(Duration::from_millis(3));
+    // SAFETY: as above: fd 0 now names the other file.
+    assert_eq!(unsafe { libc::dup2(reused.as_raw_fd(), 0) }, 0);
+    test_run(&skel, "raw_sys_exit", &[0, 0]);
+    // SAFETY: restoring the saved descriptor.
+    unsafe {
+        libc::dup2(saved_stdin, 0);
+        libc::close(saved_stdin);
+    }
+
+    let events = drain_events(&skel);
+    let [event::Event::Syscall(call)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(call.nr, FADVISE64 as u32);
+    assert_eq!(call.path, FilePath::FdReused, "{call:?}");
+    assert!(call.path.text().unwrap().contains("reused"));
+}
