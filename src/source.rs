@@ -26,7 +26,7 @@ pub const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(1);
 /// Longest wait for ring-buffer data: bounds how late a record is shown.
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 /// How often the map entries of removed cgroups are freed.
-const PRUNE_INTERVAL_NS: u64 = 5_000_000_000;
+const PRUNE_INTERVAL_NS: u64 = 2_000_000_000;
 
 pub struct LiveSource {
     stop: Arc<AtomicBool>,
