@@ -2,7 +2,7 @@
 //! tools a fleet has. A real Prometheus (Debian's) scrapes it every second through the
 //! noisy-neighbour scenario; PromQL over its histogram must give the victim's p99 and count the
 //! preemptions by the other cgroup. `promtool check metrics` must accept what it serves. The
-//! throttle scenario's real 80+ ms throttles must each make the flight recorder write a readable
+//! throttle scenario's real throttles (20 ms and more) must make the flight recorder write a readable
 //! recording with the seconds before the stall; so must `POST /dump`. SIGTERM must end it with
 //! exit 0 and nothing left attached.
 
@@ -25,9 +25,11 @@ use crate::scenario_tests::{pause, stalltop_binary, wait_for_load_to_settle};
 
 const NOISY_DURATION: Duration = Duration::from_secs(10);
 const THROTTLE_DURATION: Duration = Duration::from_secs(5);
-/// serve's flight settings: `--keep` and `--trigger`.
+/// serve's flight settings: `--keep` and `--trigger`. The throttle scenario's waits average
+/// about 40 ms (a 15 ms / 100 ms quota; 45 ms in a CI run that had none of 50 ms, so a 50 ms
+/// trigger made no recording there): 20 ms catches each of its runs.
 const KEEP: &str = "15s";
-const TRIGGER_NS: u64 = 50_000_000;
+const TRIGGER_NS: u64 = 20_000_000;
 /// How long serve and Prometheus get to come up, and a dump to appear.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const DUMP_TIMEOUT: Duration = Duration::from_secs(20);
