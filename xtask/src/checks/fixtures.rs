@@ -373,7 +373,14 @@ pub fn ksoftirqd_report() -> String {
 }
 
 /// A slow call as stalltop lists it: ended at `end` ms, with wall and on-CPU times in ms.
-fn listed(tid: u32, syscall: &str, path: Option<&str>, end: f64, wall: f64, oncpu: f64) -> Value {
+pub fn listed(
+    tid: u32,
+    syscall: &str,
+    path: Option<&str>,
+    end: f64,
+    wall: f64,
+    oncpu: f64,
+) -> Value {
     let ns = |ms: f64| (ms * MS as f64) as u64;
     json!({"ts_ns": ns(end), "tid": tid, "syscall": syscall, "path": path,
            "wall_ns": ns(wall), "oncpu_ns": ns(oncpu)})

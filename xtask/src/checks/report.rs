@@ -53,6 +53,9 @@ pub struct SlowSyscall {
     pub path: Option<String>,
     pub wall_ns: u64,
     pub oncpu_ns: u64,
+    /// Softirq time that ran inside its slices (not in `oncpu_ns`).
+    #[serde(default)]
+    pub softirq_ns: u64,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
