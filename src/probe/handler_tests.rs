@@ -14,6 +14,7 @@ use super::*;
 use crate::event::{self, FilePath};
 
 const NET_RX: u64 = 3;
+const FADVISE64: u64 = 221;
 
 fn test_run(skel: &StalltopSkel<'_>, program: &str, args: &[u64]) {
     let prog = skel
@@ -28,6 +29,41 @@ fn test_run(skel: &StalltopSkel<'_>, program: &str, args: &[u64]) {
     };
     prog.test_run(input)
         .unwrap_or_else(|e| panic!("test run of {program}: {e}"));
+}
+
+/// The handlers driven with a NULL regs pointer read zero arguments: a
+/// call about fd 0. This points fd 0 at a file of the test's, and gives the
+/// process its own fd 0 back when dropped.
+struct Fd0 {
+    saved: i32,
+}
+
+impl Fd0 {
+    fn point_at(file: &std::fs::File) -> Fd0 {
+        // SAFETY: dup of an fd of this process.
+        let saved = unsafe { libc::dup(0) };
+        assert!(saved >= 0, "dup(0)");
+        let fd0 = Fd0 { saved };
+        fd0.repoint(file);
+        fd0
+    }
+
+    /// Another file behind fd 0, as when a thread closes it and the number is reused.
+    fn repoint(&self, file: &std::fs::File) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: dup2 onto fd 0 of an fd this process owns; `Drop` restores fd 0.
+        assert_eq!(unsafe { libc::dup2(file.as_raw_fd(), 0) }, 0);
+    }
+}
+
+impl Drop for Fd0 {
+    fn drop(&mut self) {
+        // SAFETY: restoring fd 0 from the descriptor saved in `point_at`.
+        unsafe {
+            libc::dup2(self.saved, 0);
+            libc::close(self.saved);
+        }
+    }
 }
 
 fn drain_events(skel: &StalltopSkel<'_>) -> Vec<event::Event> {
@@ -112,31 +148,19 @@ fn raw_tp_softirq_handlers_time_the_delay_and_charge_the_interrupted_task() {
 
 #[test]
 fn raw_tp_syscall_handlers_time_a_call_and_name_its_file() {
-    use std::os::fd::AsRawFd;
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = config(AttachMode::RawTp);
     let mut storage = MaybeUninit::uninit();
     let skel = super::loader::load_detached(&config, &mut storage).expect("raw_tp loads");
     pin_to(0);
-    // A NULL regs pointer reads as zero arguments: the call is about fd 0,
-    // so make fd 0 a real file for the duration.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.INFO");
     let file = std::fs::File::create(&path).unwrap();
-    // SAFETY: dup/dup2 on fds we own; fd 0 is restored below.
-    let saved_stdin = unsafe { libc::dup(0) };
-    // SAFETY: as above.
-    let dup = unsafe { libc::dup2(file.as_raw_fd(), 0) };
-    assert_eq!(dup, 0);
-    const FADVISE64: u64 = 221;
+    let fd0 = Fd0::point_at(&file);
     test_run(&skel, "raw_sys_enter", &[0, FADVISE64]);
     std::thread::sleep(Duration::from_millis(3));
     test_run(&skel, "raw_sys_exit", &[0, 0]);
-    // SAFETY: restoring the saved descriptor.
-    unsafe {
-        libc::dup2(saved_stdin, 0);
-        libc::close(saved_stdin);
-    }
+    drop(fd0);
 
     let events = drain_events(&skel);
     let [event::Event::Syscall(call)] = events.as_slice() else {
@@ -174,7 +198,6 @@ fn raw_tp_syscall_handlers_time_a_call_and_name_its_file() {
 /// the call is not said to be about the new file, but about an unknown one.
 #[test]
 fn raw_tp_sys_exit_names_no_file_when_the_fd_was_reused_during_the_call() {
-    use std::os::fd::AsRawFd;
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = config(AttachMode::RawTp);
     let mut storage = MaybeUninit::uninit();
@@ -183,21 +206,12 @@ fn raw_tp_sys_exit_names_no_file_when_the_fd_was_reused_during_the_call() {
     let dir = tempfile::tempdir().unwrap();
     let used = std::fs::File::create(dir.path().join("used.log")).unwrap();
     let reused = std::fs::File::create(dir.path().join("new-owner.db")).unwrap();
-    // SAFETY: dup/dup2 on fds we own; fd 0 is restored below.
-    let saved_stdin = unsafe { libc::dup(0) };
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::dup2(used.as_raw_fd(), 0) }, 0);
-    const FADVISE64: u64 = 221;
+    let fd0 = Fd0::point_at(&used);
     test_run(&skel, "raw_sys_enter", &[0, FADVISE64]);
     std::thread::sleep(Duration::from_millis(3));
-    // SAFETY: as above: fd 0 now names the other file.
-    assert_eq!(unsafe { libc::dup2(reused.as_raw_fd(), 0) }, 0);
+    fd0.repoint(&reused);
     test_run(&skel, "raw_sys_exit", &[0, 0]);
-    // SAFETY: restoring the saved descriptor.
-    unsafe {
-        libc::dup2(saved_stdin, 0);
-        libc::close(saved_stdin);
-    }
+    drop(fd0);
 
     let events = drain_events(&skel);
     let [event::Event::Syscall(call)] = events.as_slice() else {
