@@ -33,6 +33,12 @@ const volatile __u8 cgroup_v1_cpu = 0; /* attribute by the v1 cpu hierarchy */
  * lock, could wake kswapd on that same run queue. */
 const volatile __u8 use_task_storage = 0;
 
+/* Set by user space on kernels without CONFIG_SCHED_INFO: waits are then
+ * timed from sched_wakeup / sched_wakeup_new and from switch-outs of
+ * runnable tasks, kept in the task's state (a lookup per wakeup and per
+ * switch-in: the cost sched_info saves). */
+const volatile __u8 runq_from_wakeup = 0;
+
 /* Preallocated (the default for a hash map): inserting never allocates. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -10,16 +10,13 @@
 #define STALLTOP_SCHED_BPF_H
 
 #include "common.bpf.h"
+#include "migration.bpf.h"
+#include "slices.bpf.h"
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
 #include "throttle.bpf.h"
 
 const volatile __u64 runq_threshold_ns = 10 * 1000 * 1000;
-/* Set by user space on kernels without CONFIG_SCHED_INFO: waits are then
- * timed from sched_wakeup / sched_wakeup_new and from switch-outs of
- * runnable tasks, kept in the task's state (a lookup per wakeup and per
- * switch-in: the cost sched_info saves). */
-const volatile __u8 runq_from_wakeup = 0;
 const volatile __u64 takeover_threshold_ns = 10 * 1000 * 1000;
 
 /* Per-CPU, allocated on first use: no atomics, no cache-line bouncing. */
@@ -182,14 +179,15 @@ __noinline __u64 steal_during(struct cpu_state *cs, __u64 start, __u64 now, __u6
 	return steal < now - start ? steal : now - start;
 }
 
-/* `waiter` waited `wait` ns and now runs; `holder` held the CPU longest
- * meanwhile, inside syscall `ran_syscall` (-1: none) since `ran_since`
- * (0: unknown); cs->wait_throttle says whether a CPU quota kept it off
- * instead. */
+/* `waiter` waited `wait` ns and now runs (moved here from other CPUs if
+ * `cw`); `holder` held a CPU longest meanwhile, inside syscall
+ * `ran_syscall` (-1: none) since `ran_since` (0: unknown);
+ * cs->wait_throttle says whether a CPU quota kept it off instead. */
 static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_state *cs, __u64 now,
 					    __u64 wait, __u64 steal_now, struct task_struct *waiter,
 					    __u64 waiter_cgroup, const struct task_ref *holder,
-					    __s32 ran_syscall, __u64 ran_since)
+					    __s32 ran_syscall, __u64 ran_since,
+					    const struct carried_wait *cw)
 {
 	struct runq_event *e = record_reserve(kind, sizeof(*e), now);
 
@@ -204,88 +202,29 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_sta
 	e->ran_syscall_ns = ran_since && ran_since < now ? now - ran_since : 0;
 	e->throttled_cgroup = cs->wait_throttle.cgroup;
 	e->throttled_ns = cs->wait_throttle.covered_ns;
+	e->waited_from_cpu = cw ? cw->from_cpu : 0;
+	e->migrations = cw ? cw->migrations : 0;
 	record_submit(e);
 }
 
-/* `prev` held the CPU for [start, end]: remember the slice if it is long
- * enough to matter to a wait. */
-static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struct task_struct *prev,
-					   __u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
-{
-	struct slice *sl;
-	__u32 i;
-
-	if (end - start < SLICE_MIN_NS)
-		return;
-	i = cs->next_slice++ & (SLICES - 1);
-	sl = &cs->slices[i];
-	sl->start = start;
-	sl->end = end;
-	sl->steal_start = cs->current_steal;
-	sl->steal_end = steal_end;
-	sl->tid = prev_tid;
-	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
-	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
-	sl->kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
-	comm_copy(btf, sl->comm, prev);
-}
-
-/* How much of [start, end] remembered slice `i` covers. */
-static __always_inline __u64 slice_overlap(struct cpu_state *cs, __u32 i, __u64 start, __u64 end)
-{
-	struct slice *sl = &cs->slices[i & (SLICES - 1)];
-	__u64 from = sl->start > start ? sl->start : start;
-	__u64 to = sl->end < end ? sl->end : end;
-
-	return to > from ? to - from : 0;
-}
-
-/* The index of a remembered slice of the task that held the CPU longest
- * during [start, end], its slices summed (a task that short visitors
- * preempt holds the CPU in several), never the waiter's own (the run
- * queue's clock and ktime differ by about a microsecond); -1 if none.
- * (A global function: the verifier checks its loops once.) */
-__noinline int wait_holder(struct cpu_state *cs, __u64 start, __u64 end, __u32 waiter_tid)
-{
-	__u64 best_held = 0;
-	int best = -1;
-	__u32 i, j;
-
-	if (!cs)
-		return -1;
-	for (i = 0; i < SLICES; i++) {
-		__u32 tid = cs->slices[i].tid;
-		__u64 held = 0;
-
-		if (tid == waiter_tid || !slice_overlap(cs, i, start, end))
-			continue;
-		for (j = 0; j < SLICES; j++)
-			if (cs->slices[j].tid == tid)
-				held += slice_overlap(cs, j, start, end);
-		if (held > best_held) {
-			best_held = held;
-			best = i;
-		}
-	}
-	return best;
-}
-
-/* `next` ran after waiting `wait` ns (at least PREEMPT_WAIT_MIN_NS): charge
- * the episode to the task that held the CPU longest meanwhile and report
- * the wait if it is over a threshold. */
+/* `next` ran after waiting `wait` ns (at least PREEMPT_WAIT_MIN_NS), on
+ * this CPU since `here_since` (earlier on others if `cw`): charge the
+ * episode to the task that held a CPU longest meanwhile and report the
+ * wait if it is over a threshold. */
 static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq_stats *s,
-				     __u64 now, __u64 wait, __u64 steal_now,
+				     __u64 now, __u64 wait, __u64 here_since, __u64 steal_now,
 				     struct task_struct *next, bool next_is_ksoftirqd,
 				     __u64 next_cgroup, struct task_struct *prev, __u32 prev_tid,
-				     struct task_state *ps)
+				     struct task_state *ps, const struct carried_wait *cw)
 {
-	int i = wait_holder(cs, now - wait, now, FIELD(btf, next, pid));
-	/* The mask keeps the verifier sure of the bounds. */
-	struct slice *longest = i >= 0 ? &cs->slices[i & (SLICES - 1)] : NULL;
+	__u32 next_tid = FIELD(btf, next, pid);
+	/* The open slice is the waiter's own, just begun: it counts nothing. */
+	__u64 found = wait_holder(cs, here_since, now, next_tid);
+	__u64 held = found >> HOLDER_INDEX_BITS;
 	struct task_ref holder = {};
 	__s32 held_syscall = -1;
 	__u64 held_since = 0;
-	bool kthread;
+	__u32 kthread;
 
 	cs->wait_throttle.cgroup = 0;
 	cs->wait_throttle.covered_ns = 0;
@@ -293,20 +232,22 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	if (cs->next_throttle && FIELD(btf, next, prio) >= MAX_RT_PRIO)
 		wait_throttle_judge(cs, task_leaf(next), task_group_entity(next), now - wait, now);
 
-	if (longest) {
-		holder.pid = longest->pid;
-		holder.tid = longest->tid;
-		holder.cgroup = longest->cgroup;
-		__builtin_memcpy(holder.comm, longest->comm, sizeof(holder.comm));
-		kthread = longest->kthread;
+	if (held) {
+		slice_holder(cs, found & HOLDER_INDEX_MASK, &holder, &kthread);
 	} else {
 		holder.pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
 		holder.tid = prev_tid;
 		holder.cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
 		/* (not comm_copy: clang would share its loads with the
-		 * memcpy above, across map value and kernel pointers) */
+		 * memcpy in slice_holder, across map value and kernel
+		 * pointers) */
 		bpf_probe_read_kernel(holder.comm, sizeof(holder.comm), &prev->comm);
-		kthread = FIELD(btf, prev, flags) & PF_KTHREAD;
+		kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
+	}
+	/* A holder of the CPUs it waited on before outweighs this one's. */
+	if (cw && cw->held_ns > held && cw->holder.tid != holder.tid) {
+		holder = cw->holder;
+		kthread = cw->kthread;
 	}
 	if (s && cs->wait_throttle.cgroup)
 		s->preempted_throttled++;
@@ -328,7 +269,7 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 			held_syscall = syscall_in_progress(btf, prev, &arg0, &arg1);
 	}
 	runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait,
-			steal_now, next, next_cgroup, &holder, held_syscall, held_since);
+			steal_now, next, next_cgroup, &holder, held_syscall, held_since, cw);
 }
 
 /* Whether `next` waited on this CPU's run queue and for how long, as the
@@ -450,6 +391,7 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	__u32 next_tid = FIELD(btf, next, pid);
 	struct cpu_state *cs = this_cpu();
 	struct task_state *ps = NULL;
+	struct carried_wait *cw = NULL;
 	__u64 now = bpf_ktime_get_ns();
 	struct cfs_rq *prev_cfs_rq = task_cfs_rq(btf, prev);
 	struct rq *rq = this_rq_of(btf, prev_cfs_rq);
@@ -470,6 +412,7 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		if (!prev_tid)
 			cs->last_tick = now; /* idle has no sampler ticks: not a gap */
 		cs->current_since = now;
+		cs->current_tid = next_tid;
 		cs->current_steal = steal_now;
 		cs->current_softirq = cs->softirq_ns;
 		/* Before the wait below: a waiter of a group unthrottled just
@@ -480,15 +423,28 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 			throttle_span_open(cs, task_leaf(prev), task_group_entity(prev), now);
 	}
 
+	if (next_tid)
+		cw = run_mark_switch_in(btf, next, next_tid, wait);
 	if (waited) {
 		__u64 next_cgroup = task_cgroup(btf, next);
 		struct runq_stats *s = runq_stats_of(next_cgroup);
+		__u64 here_since = now - wait;
 
+		/* Moved here while it waited: the wait began elsewhere. */
+		if (cw && cw->since < now && cw->until <= now) {
+			if (cw->until > here_since)
+				here_since = cw->until;
+			if (now - cw->since > wait)
+				wait = now - cw->since;
+		} else {
+			cw = NULL;
+		}
 		if (s)
 			runq_wait_record(s, wait);
 		if (wait >= PREEMPT_WAIT_MIN_NS && cs)
-			wait_end(btf, cs, s, now, wait, steal_now, next,
-				 next_tid == cs->ksoftirqd_tid, next_cgroup, prev, prev_tid, ps);
+			wait_end(btf, cs, s, now, wait, here_since, steal_now, next,
+				 next_tid == cs->ksoftirqd_tid, next_cgroup, prev, prev_tid, ps,
+				 cw);
 	}
 	/* After the wait's culprit: prev's sampled call names what it held. */
 	if (syscalls_sampled && cs)

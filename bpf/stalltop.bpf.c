@@ -89,6 +89,20 @@ int BPF_PROG(raw_sched_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
+SEC("?tp_btf/sched_migrate_task")
+int BPF_PROG(btf_sched_migrate_task, struct task_struct *p)
+{
+	COSTED(PROBE_SCHED_MIGRATE, on_migrate(true, p));
+	return 0;
+}
+
+SEC("?raw_tp/sched_migrate_task")
+int BPF_PROG(raw_sched_migrate_task, struct task_struct *p)
+{
+	COSTED(PROBE_SCHED_MIGRATE, on_migrate(false, p));
+	return 0;
+}
+
 SEC("?tp_btf/sched_process_exit")
 int BPF_PROG(btf_sched_process_exit, struct task_struct *p)
 {

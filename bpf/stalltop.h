@@ -87,6 +87,11 @@ struct runq_event {
 	 * covered. `ran` only filled the CPU meanwhile. */
 	__u64 throttled_cgroup;
 	__u64 throttled_ns;
+	/* The wait began on CPU waited_from_cpu and moved `migrations` times
+	 * (load balancing, affinity) before it ended on this one; 0: it did
+	 * not move. */
+	__u32 waited_from_cpu;
+	__u32 migrations;
 };
 
 /* Run-queue latency per cgroup (per-CPU map `runq_by_cgroup`). The
@@ -377,6 +382,7 @@ enum probe_kind {
 	PROBE_SCHED_SWITCH,
 	PROBE_SCHED_WAKEUP,
 	PROBE_SCHED_PROCESS_EXIT,
+	PROBE_SCHED_MIGRATE,
 	PROBE_SOFTIRQ_RAISE,
 	PROBE_SOFTIRQ_ENTRY,
 	PROBE_SOFTIRQ_EXIT,
@@ -409,7 +415,7 @@ struct cpu_state {
 	__u32 next_slice;  /* where the next slice goes in `slices` */
 	/* Record rate limit, per kind: tokens left and when last refilled. */
 	__u32 tokens[KIND_MAX];
-	__u32 _pad2;
+	__u32 current_tid; /* the running task, switched in at current_since */
 	__u64 refilled[KIND_MAX];
 	struct slice slices[SLICES];
 	/* One slot per thread found in a call: short visitors (the tasks a
@@ -420,6 +426,32 @@ struct cpu_state {
 	__u32 next_throttle;  /* where the next span goes in `throttles` */
 	__u32 throttles_open; /* spans with no end yet */
 	struct wait_throttle wait_throttle;
+};
+
+/* A thread's mark (map `run_marks`, indexed by thread id modulo
+ * RUN_MARKS; internal to BPF): its sched_info run_delay as of its latest
+ * switch-in, and whether a wait it began on another CPU is carried for it
+ * in `carried_waits`. */
+struct run_mark {
+	__u32 tid;
+	__u32 carried;
+	__u64 run_delay;
+};
+
+#define RUN_MARKS 32768
+
+/* A wait that a migration moved to another CPU (map `carried_waits`, by
+ * thread id; internal to BPF): when it began and on which CPU, when it
+ * left its latest CPU, and who held the CPUs it left longest meanwhile. */
+struct carried_wait {
+	__u64 since;
+	__u64 until;
+	struct task_ref holder;
+	__u64 held_ns; /* 0: no holder known */
+	__u32 kthread;
+	__u32 from_cpu;
+	__u32 migrations;
+	__u32 _pad;
 };
 
 /* Per-task state (map `tasks` or task storage). Internal to BPF. */

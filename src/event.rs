@@ -48,10 +48,13 @@ plain_abi!(
 
 const HEADER_SIZE: usize = std::mem::size_of::<types::record_header>();
 const _: () = assert!(HEADER_SIZE == 16);
-const _: () = assert!(std::mem::size_of::<types::runq_event>() == 120);
+const _: () = assert!(std::mem::size_of::<types::runq_event>() == 128);
 /// Run-queue records before they carried a throttle (`throttled_cgroup`,
 /// `throttled_ns`): still read, as waits no throttle explains.
 const RUNQ_EVENT_BEFORE_THROTTLE: usize = 104;
+/// Run-queue records before they carried migrations (`waited_from_cpu`,
+/// `migrations`): still read, as waits that did not move.
+const RUNQ_EVENT_BEFORE_MIGRATIONS: usize = 120;
 
 /// The name of a record kind, as used in reports ("lost_events").
 pub fn kind_name(kind: u16) -> &'static str {
@@ -91,6 +94,15 @@ pub struct RunqWait {
     pub steal_ns: u64,
     /// A CFS quota throttle covered most of the wait: `ran` only filled the CPU meanwhile.
     pub throttle: Option<WaitThrottle>,
+    /// The wait began on another CPU and was moved here (load balancing, affinity).
+    pub migrated: Option<WaitMigrated>,
+}
+
+/// A wait that began on CPU `from_cpu` and moved `migrations` times before it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitMigrated {
+    pub from_cpu: u32,
+    pub migrations: u32,
 }
 
 /// The CPU quota of `cgroup` (the waiter's cgroup or an ancestor) was exhausted for
@@ -269,9 +281,9 @@ fn exact<T: plain::Plain + Default>(kind: u16, record: &[u8]) -> Result<T, Decod
     })
 }
 
-/// A run-queue record of this layout or of the one before throttles (its fields zero).
+/// A run-queue record of this layout or of an earlier one (the fields it lacks zero).
 fn runq_event(kind: u16, record: &[u8]) -> Result<types::runq_event, DecodeError> {
-    if record.len() != RUNQ_EVENT_BEFORE_THROTTLE {
+    if ![RUNQ_EVENT_BEFORE_THROTTLE, RUNQ_EVENT_BEFORE_MIGRATIONS].contains(&record.len()) {
         return exact(kind, record);
     }
     let mut extended = record.to_vec();
@@ -300,6 +312,10 @@ fn runq_wait(e: types::runq_event) -> RunqWait {
         throttle: (e.throttled_cgroup != 0).then_some(WaitThrottle {
             cgroup: e.throttled_cgroup,
             covered_ns: e.throttled_ns,
+        }),
+        migrated: (e.migrations != 0).then_some(WaitMigrated {
+            from_cpu: e.waited_from_cpu,
+            migrations: e.migrations,
         }),
     }
 }

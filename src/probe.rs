@@ -12,6 +12,8 @@ mod handler_tests;
 mod libbpf_log;
 mod loader;
 mod maps;
+#[cfg(test)]
+mod migration_tests;
 mod preflight;
 #[cfg(test)]
 mod prune_tests;

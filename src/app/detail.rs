@@ -151,9 +151,13 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
     };
     lines.push(field(&at(req, stall.start_ns), began));
     if let Some(c) = &stall.culprit {
+        let held = match stall.waited.migrated {
+            Some(_) => "a CPU it waited on".to_owned(),
+            None => format!("CPU {}", stall.cpu),
+        };
         lines.push(field(
             "",
-            format!("meanwhile {}[{}] held CPU {}", c.comm, c.pid, stall.cpu),
+            format!("meanwhile {}[{}] held {held}", c.comm, c.pid),
         ));
     }
     lines.push(field(&at(req, end), ended));
@@ -174,6 +178,15 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
     }
     if let Some(wait) = stall.waited.wait_ns {
         lines.push(field("waited", format::duration(wait)));
+    }
+    if let Some(m) = stall.waited.migrated {
+        lines.push(field(
+            "moved",
+            format!(
+                "began on CPU {}, moved {} time(s) before it ran on CPU {}",
+                m.from_cpu, m.migrations, stall.cpu
+            ),
+        ));
     }
     if let Some(steal) = stall.waited.steal_ns.filter(|&ns| ns > 0) {
         lines.push(field(

@@ -7,7 +7,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 
 use super::fixtures::{self, MS, S, START};
 use super::*;
-use crate::event::testing::{runq_record, task};
+use crate::event::testing::{migrated_runq_record, runq_record, task};
 use crate::event::KIND_RUNQ;
 
 fn press(app: &mut App, code: KeyCode) {
@@ -271,6 +271,43 @@ fn hog_stall(at: u64, wait: u64) -> Msg {
         None,
         0,
     ))))
+}
+
+/// The lines of the open details overlay, as text.
+fn overlay_text(app: &App) -> String {
+    let overlay = app.view().overlay.clone().expect("details");
+    let lines: Vec<String> = overlay
+        .lines
+        .iter()
+        .map(|l| l.iter().map(|s| s.text.as_str()).collect())
+        .collect();
+    lines.join("\n")
+}
+
+#[test]
+fn the_details_of_a_wait_moved_between_cpus_say_where_it_began() {
+    let mut app = live_app();
+    app.update(Msg::Entry(Box::new(Entry::Records(migrated_runq_record(
+        1,
+        START + S,
+        37 * MS,
+        task(300, "victim", 2),
+        task(400, "hog0", 3),
+        0,
+        1,
+    )))));
+    app.update(Msg::Tick {
+        now_ns: START + 2 * S,
+    });
+    press(&mut app, KeyCode::Enter);
+    let text = overlay_text(&app);
+    for expected in [
+        "meanwhile hog0[400] held a CPU it waited on",
+        "began on CPU 0, moved 1 time(s) before it ran on CPU 1",
+        "37ms",
+    ] {
+        assert!(text.contains(expected), "{expected} missing in\n{text}");
+    }
 }
 
 #[test]

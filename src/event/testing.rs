@@ -61,19 +61,54 @@ pub fn throttled_runq_record(
     throttled_cgroup: u64,
     throttled_ns: u64,
 ) -> Vec<u8> {
-    let e = types::runq_event {
+    runq_bytes(&types::runq_event {
+        throttled_cgroup,
+        throttled_ns,
+        ..plain_runq_event(cpu, ts, wait_ns, waiter, ran)
+    })
+}
+
+/// A run-queue record of a wait that began on `from_cpu` and moved `migrations` times
+/// before it ended on `cpu`.
+pub fn migrated_runq_record(
+    cpu: u32,
+    ts: u64,
+    wait_ns: u64,
+    waiter: types::task_ref,
+    ran: types::task_ref,
+    from_cpu: u32,
+    migrations: u32,
+) -> Vec<u8> {
+    runq_bytes(&types::runq_event {
+        waited_from_cpu: from_cpu,
+        migrations,
+        ..plain_runq_event(cpu, ts, wait_ns, waiter, ran)
+    })
+}
+
+/// A KIND_RUNQ event: `waiter` waited `wait_ns` until `ts` behind `ran`, outside syscalls.
+fn plain_runq_event(
+    cpu: u32,
+    ts: u64,
+    wait_ns: u64,
+    waiter: types::task_ref,
+    ran: types::task_ref,
+) -> types::runq_event {
+    types::runq_event {
         hdr: header(KIND_RUNQ, std::mem::size_of::<types::runq_event>(), cpu, ts),
         wait_ns,
         waiter,
         ran,
         ran_syscall: -1,
-        throttled_cgroup,
-        throttled_ns,
         ..Default::default()
-    };
-    // SAFETY: runq_event is Plain (see above).
-    unsafe { plain::as_bytes(&e) }.to_vec()
+    }
 }
+
+fn runq_bytes(e: &types::runq_event) -> Vec<u8> {
+    // SAFETY: runq_event is Plain (see above).
+    unsafe { plain::as_bytes(e) }.to_vec()
+}
+
 /// A softirq delay record: `vector` waited `delay_ns` until `ts` and
 /// ran in `ctx` (ksoftirqd if `in_ksoftirqd`).
 pub fn softirq_record(

@@ -92,6 +92,54 @@ fn run_queue_records_of_the_layout_before_throttles_still_decode() {
 }
 
 #[test]
+fn a_wait_moved_between_cpus_says_where_it_began_and_how_often_it_moved() {
+    let bytes = migrated_runq_record(
+        1,
+        90_000_000,
+        37_000_000,
+        task(42, "victim", 7),
+        task(9, "hog0", 1),
+        0,
+        1,
+    );
+    let events = decode(&bytes);
+    let [Ok(Event::Runq(w))] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        w.migrated,
+        Some(WaitMigrated {
+            from_cpu: 0,
+            migrations: 1
+        })
+    );
+    assert_eq!((w.cpu, w.wait_ns), (1, 37_000_000));
+}
+
+#[test]
+fn run_queue_records_of_the_layout_before_migrations_still_decode() {
+    let mut bytes = throttled_runq_record(
+        1,
+        5_000,
+        12_000_000,
+        task(42, "victim", 7),
+        task(43, "hog", 8),
+        5,
+        11_000_000,
+    );
+    bytes.truncate(RUNQ_EVENT_BEFORE_MIGRATIONS);
+    bytes[2..4].copy_from_slice(&(RUNQ_EVENT_BEFORE_MIGRATIONS as u16).to_le_bytes());
+    let events = decode(&bytes);
+    let [Ok(Event::Runq(w))] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        (w.wait_ns, w.throttle.map(|t| t.cgroup), w.migrated),
+        (12_000_000, Some(5), None)
+    );
+}
+
+#[test]
 fn unknown_kinds_are_skipped_and_damage_ends_the_buffer() {
     let mut bytes = Vec::new();
     let unknown = header(200, 24, 0, 1);

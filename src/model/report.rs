@@ -111,6 +111,17 @@ pub struct WaitedRow {
     /// The task's CPU was idle for most of its wait: nobody held it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cpu_idle: bool,
+    /// The task's wait began on another CPU (`cpu` is where it ended).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migrated: Option<MigratedRow>,
+}
+
+/// A wait that began on CPU `from_cpu` and was moved `migrations` times (load balancing,
+/// affinity) before its task ran; its culprit held one of the CPUs it waited on.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigratedRow {
+    pub from_cpu: u32,
+    pub migrations: u32,
 }
 
 /// The task that held the CPU, with its syscall and stacks.
@@ -267,6 +278,9 @@ pub struct RunqEventRow {
     /// CPU meanwhile.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throttled_cgroup: Option<String>,
+    /// The wait began on another CPU (`cpu` is where it ended).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migrated: Option<MigratedRow>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]

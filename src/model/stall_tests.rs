@@ -2,9 +2,10 @@
 //! like docs/cases.md cases 1, 2 and 5, merges of overlapping signals, and
 //! the culprit a merged stall names.
 
+use super::report::MigratedRow;
 use super::tests::{analyse, MS, NOISY, ROOT, VICTIM};
 use super::*;
-use crate::event::testing::{runq_record, task, throttled_runq_record};
+use crate::event::testing::{migrated_runq_record, runq_record, task, throttled_runq_record};
 use crate::event::testing::{sample_record, softirq_record, syscall_record};
 use crate::event::KIND_RUNQ;
 use crate::event::KIND_TAKEOVER;
@@ -535,6 +536,36 @@ fn the_hypervisors_share_of_a_wait_is_kept() {
         (s.waited.wait_ns, s.waited.steal_ns),
         (Some(14 * MS), Some(9_500_000))
     );
+}
+
+/// Case 4's tail: a wait moved by load balancing keeps its whole length and says where it
+/// began, in the event and in the stall it makes.
+#[test]
+fn a_wait_moved_between_cpus_keeps_its_length_and_where_it_began() {
+    let records = migrated_runq_record(
+        1,
+        2_000 * MS,
+        37 * MS,
+        task(12, "victim", VICTIM),
+        task(11, "hog", NOISY),
+        0,
+        1,
+    );
+    let r = analyse_records(records, None);
+    let moved = Some(MigratedRow {
+        from_cpu: 0,
+        migrations: 1,
+    });
+    assert_eq!(
+        (r.runq_events[0].wait_ns, r.runq_events[0].migrated),
+        (37 * MS, moved)
+    );
+    let s = &r.stalls[0];
+    assert_eq!(
+        (s.cpu, s.duration_ns, s.waited.wait_ns, s.waited.migrated),
+        (1, 37 * MS, Some(37 * MS), moved)
+    );
+    assert_eq!(s.culprit.as_ref().unwrap().comm, "hog");
 }
 
 /// Case 5 with sampled syscalls: many fadvise64 calls, each too short to

@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::event::{RunqWait, Sample, SlowSyscall, SoftirqDelay, TaskRef};
+use crate::event::{RunqWait, Sample, SlowSyscall, SoftirqDelay, TaskRef, WaitMigrated};
 
 /// Stalls kept by default (oldest dropped first).
 pub const MAX_STALLS: usize = 50_000;
@@ -79,6 +79,8 @@ pub struct Waited {
     /// `task`'s CPU was idle for most of its wait: no task held it (forced
     /// idle, or a wakeup that did not get the CPU; a quota is `throttled`).
     pub cpu_idle: bool,
+    /// `task`'s wait began on another CPU and moved to the stall's.
+    pub migrated: Option<WaitMigrated>,
 }
 
 /// Who held the CPU.
@@ -205,6 +207,7 @@ impl StallTracker {
                 task_steal_ns: w.steal_ns,
                 behind_neighbour: w.ran.tid != 0 && w.ran.cgroup != w.waiter.cgroup,
                 cpu_idle: w.ran.tid == 0,
+                migrated: w.migrated,
             },
             culprit: culprit_of(&w.ran, w.ran_syscall.map(|(nr, ns)| (nr, w.ts_ns - ns))),
             throttled_cgroup: None,
@@ -226,6 +229,7 @@ impl StallTracker {
                 task: Some(w.waiter.clone()),
                 task_wait_ns: w.wait_ns,
                 task_steal_ns: w.steal_ns,
+                migrated: w.migrated,
                 ..Waited::default()
             },
             culprit: None,
@@ -431,6 +435,7 @@ impl StallTracker {
                 stall.waited.task_steal_ns = signal.waited.task_steal_ns;
                 stall.waited.behind_neighbour = signal.waited.behind_neighbour;
                 stall.waited.cpu_idle = signal.waited.cpu_idle;
+                stall.waited.migrated = signal.waited.migrated;
             }
         }
         if let Some(culprit) = signal.culprit.filter(|_| signal.strength > Strength::None) {

@@ -9,8 +9,8 @@ use super::skel::OpenStalltopSkel;
 pub enum ProbeFamily {
     /// sys_enter and sys_exit.
     Syscall,
-    /// sched_switch, sched_process_exit (and sched_wakeup[_new] without
-    /// sched_info).
+    /// sched_switch, sched_migrate_task, sched_process_exit (and
+    /// sched_wakeup[_new] without sched_info).
     Sched,
     /// softirq_raise, softirq_entry, softirq_exit.
     Softirq,
@@ -95,6 +95,7 @@ pub(super) fn enable_programs(
             enable(&mut p.set_ksoftirqd); // run by user space, never attached
             if btf {
                 enable(&mut p.btf_sched_switch);
+                enable(&mut p.btf_sched_migrate_task);
                 enable(&mut p.btf_sched_process_exit);
                 if wakeups {
                     enable(&mut p.btf_sched_wakeup);
@@ -102,6 +103,7 @@ pub(super) fn enable_programs(
                 }
             } else {
                 enable(&mut p.raw_sched_switch);
+                enable(&mut p.raw_sched_migrate_task);
                 enable(&mut p.raw_sched_process_exit);
                 if wakeups {
                     enable(&mut p.raw_sched_wakeup);

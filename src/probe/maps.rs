@@ -84,10 +84,11 @@ fn delete_where(map: &dyn MapCore, doomed: &dyn Fn(&[u8]) -> bool) -> usize {
 }
 
 /// Each probe's slot of cpu_state.cost (`enum probe_kind`), and its name.
-const PROBES: [(probe_kind, &str); 9] = [
+const PROBES: [(probe_kind, &str); 10] = [
     (probe_kind::PROBE_SCHED_SWITCH, "sched_switch"),
     (probe_kind::PROBE_SCHED_WAKEUP, "sched_wakeup"),
     (probe_kind::PROBE_SCHED_PROCESS_EXIT, "sched_process_exit"),
+    (probe_kind::PROBE_SCHED_MIGRATE, "sched_migrate_task"),
     (probe_kind::PROBE_SOFTIRQ_RAISE, "softirq_raise"),
     (probe_kind::PROBE_SOFTIRQ_ENTRY, "softirq_entry"),
     (probe_kind::PROBE_SOFTIRQ_EXIT, "softirq_exit"),

@@ -41,7 +41,7 @@ pub(super) fn config(attach: AttachMode) -> ProbeConfig {
 }
 
 /// `config` on a kernel without sched_info: waits timed from wakeups.
-fn without_sched_info(config: ProbeConfig) -> ProbeConfig {
+pub(super) fn without_sched_info(config: ProbeConfig) -> ProbeConfig {
     ProbeConfig {
         features: KernelFeatures {
             sched_info: false,
@@ -94,10 +94,10 @@ pub(super) fn fight_for_one_cpu(config: ProbeConfig) {
     until_clean(|| fight_once(&config));
 }
 
-struct Contaminated(String);
+pub(super) struct Contaminated(pub(super) String);
 
 /// Run `attempt` alone on the probes until one is not contaminated, at most ATTEMPTS times.
-fn until_clean(mut attempt: impl FnMut() -> Result<(), Contaminated>) {
+pub(super) fn until_clean(mut attempt: impl FnMut() -> Result<(), Contaminated>) {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut reasons = Vec::new();
     for _ in 0..ATTEMPTS {
@@ -702,7 +702,7 @@ fn raw_tp_probes_blame_a_cpu_quota_not_the_bystander() {
 }
 
 /// Name the calling thread (its comm). No allocation: safe in a forked child.
-fn set_name(name: &std::ffi::CStr) {
+pub(super) fn set_name(name: &std::ffi::CStr) {
     // SAFETY: PR_SET_NAME reads a NUL-terminated string, alive here.
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }

@@ -8,6 +8,7 @@ pub mod contamination;
 pub mod fleet;
 pub mod irqoff;
 pub mod ksoftirqd;
+pub mod migration;
 pub mod noisy_neighbour;
 pub mod quiet;
 pub mod report;

@@ -10,6 +10,7 @@ mod hog;
 pub mod host;
 pub mod ksoftirqd;
 mod memcg;
+pub mod migration;
 mod netns;
 mod noisy_neighbour;
 mod quiet;
@@ -76,6 +77,9 @@ pub enum Name {
     /// The victim beside a thread that creates, runs in and removes thousands of short-lived
     /// cgroups (pod churn): more than stalltop's kernel maps hold.
     Churn,
+    /// A waiter woken behind a real-time hog on CPU 0, moved to CPU 1 behind another while it
+    /// waits (case 4's tail: load balancing moves waiting tasks).
+    Migration,
 }
 
 impl Name {
@@ -87,6 +91,7 @@ impl Name {
             Name::SlowSyscall => "slow-syscall",
             Name::Ksoftirqd => "ksoftirqd",
             Name::Churn => "churn",
+            Name::Migration => "migration",
         }
     }
 
@@ -140,6 +145,8 @@ pub struct Injected {
     pub ksoftirqd: Option<ksoftirqd::Truth>,
     /// churn: the short-lived cgroups made.
     pub churn: Option<churn::Truth>,
+    /// migration: the waiter's rounds as it timed them.
+    pub migration: Option<migration::Truth>,
 }
 
 /// The cgroups a scenario ran threads in, relative to the cpu hierarchy root ("/stalltop_victim").
@@ -186,6 +193,15 @@ impl Outcome {
         }
         if let Some(truth) = &self.injected.churn {
             parts.push(format!("{} short-lived cgroups", truth.cgroups));
+        }
+        if let Some(truth) = &self.injected.migration {
+            let moved = truth.rounds.iter().filter(|r| r.ran_cpu == CPU).count();
+            let longest = truth.rounds.iter().map(|r| r.wait_ns()).max().unwrap_or(0);
+            parts.push(format!(
+                "{moved} of {} waits moved to CPU {CPU}, longest {} ms",
+                truth.rounds.len(),
+                ms(longest)
+            ));
         }
         if let Some(truth) = &self.injected.slow_syscall {
             for call in &truth.calls {
@@ -277,7 +293,9 @@ enum Fixture {
 impl Fixture {
     fn prepare(name: Name, duration: Duration) -> Result<Self> {
         Ok(match name {
-            Name::NoisyNeighbour | Name::Throttle | Name::Quiet | Name::Churn => Fixture::None,
+            Name::NoisyNeighbour | Name::Throttle | Name::Quiet | Name::Churn | Name::Migration => {
+                Fixture::None
+            }
             Name::SlowSyscall => Fixture::SlowSyscall(slow_syscall::Fixture::prepare(duration)?),
             Name::Ksoftirqd => Fixture::Ksoftirqd(ksoftirqd::Fixture::prepare(duration)?),
         })
@@ -316,6 +334,7 @@ pub fn run(name: Name, duration: Duration, ready: impl FnOnce() -> Result<()>) -
             Name::Throttle => (throttle::run(&window)?, Injected::default()),
             Name::Quiet => (quiet::run(&window)?, Injected::default()),
             Name::Churn => churn::run(&window)?,
+            Name::Migration => migration::run(&window)?,
             Name::SlowSyscall | Name::Ksoftirqd => unreachable!("{name} has a fixture"),
         },
         Fixture::SlowSyscall(fixture) => slow_syscall::run(&window, fixture)?,

@@ -77,6 +77,7 @@ pub fn main(args: &Args) -> Result<()> {
             Name::SlowSyscall,
             Name::Ksoftirqd,
             Name::Churn,
+            Name::Migration,
         ],
         Some(Name::NoisyNeighbour) => &[Name::Quiet, Name::NoisyNeighbour],
         Some(Name::Quiet) => &[Name::Quiet],
@@ -84,6 +85,7 @@ pub fn main(args: &Args) -> Result<()> {
         Some(Name::SlowSyscall) => &[Name::SlowSyscall],
         Some(Name::Ksoftirqd) => &[Name::Ksoftirqd],
         Some(Name::Churn) => &[Name::Churn],
+        Some(Name::Migration) => &[Name::Migration],
     };
     let mut baseline: Option<Report> = None;
     let mut rows = Vec::new();
@@ -219,6 +221,10 @@ fn run_checked(
                     checks::churn::check(report, truth, cgroups, victim.lateness.count)
                 }
                 _ => Err("the churn scenario measured no cgroups or no victim".into()),
+            },
+            Name::Migration => match &outcome.injected.migration {
+                Some(truth) => checks::migration::check(report, truth),
+                None => Err("the migration scenario measured no rounds".into()),
             },
             Name::Ksoftirqd => match &outcome.injected.ksoftirqd {
                 Some(truth) => checks::ksoftirqd::check(report, truth, outcome.cpu as u32),

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::evidence::{culprit_detail, gap_evidence};
 use super::*;
-use crate::event::{softirq_name, RunqWait, Sample, SlowSyscall};
+use crate::event::{softirq_name, RunqWait, Sample, SlowSyscall, WaitMigrated};
 use crate::histogram::Histogram;
 use crate::model::culprits::{self, StallCause};
 use crate::model::stalls::{self, Culprit, Stall};
@@ -87,6 +87,7 @@ pub(in crate::model) fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
             wait_ns: s.waited.task.as_ref().map(|_| s.waited.task_wait_ns),
             steal_ns: s.waited.task.as_ref().map(|_| s.waited.task_steal_ns),
             cpu_idle: s.waited.cpu_idle && s.culprit.is_none(),
+            migrated: s.waited.migrated.map(migrated_row),
         },
         culprit: s.culprit.as_ref().map(|c| culprit_detail(a, c, &s.samples)),
         quota: throttled_cgroup
@@ -366,6 +367,14 @@ fn runq_event_row(a: &Analysis, w: &RunqWait) -> RunqEventRow {
             syscall_nr: w.ran_syscall.map(|(nr, _)| nr),
         },
         throttled_cgroup: w.throttle.map(|t| a.cgroup_path(t.cgroup)),
+        migrated: w.migrated.map(migrated_row),
+    }
+}
+
+fn migrated_row(m: WaitMigrated) -> MigratedRow {
+    MigratedRow {
+        from_cpu: m.from_cpu,
+        migrations: m.migrations,
     }
 }
 

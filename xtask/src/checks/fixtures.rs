@@ -34,7 +34,7 @@ pub const NOISY: &str = r#"{
          "top_preemptors": [{"comm": "victim", "cgroup": "/stalltop_victim", "count": 1100}]}
       ],
       "runq_events": [
-        {"cpu": 1, "ts_ns": 123456789, "wait_ns": 12000000, "steal_ns": 0, "pid": 4242,
+        {"cpu": 1, "ts_ns": 123456789, "wait_ns": 12000000, "steal_ns": 0, "pid": 4242, "tid": 4242,
          "comm": "hog",
          "cgroup": "/stalltop_noisy",
          "ran_instead": {"pid": 4243, "comm": "hog", "cgroup": "/stalltop_noisy"}}
@@ -79,7 +79,7 @@ pub const QUIET: &str = r#"{
          "top_preemptors": [{"comm": "burstreq", "cgroup": "/stalltop_throttled", "count": 300}]}
       ],
       "runq_events": [
-        {"cpu": 0, "ts_ns": 99, "wait_ns": 15000000, "steal_ns": 0, "pid": 77, "comm": "cc1",
+        {"cpu": 0, "ts_ns": 99, "wait_ns": 15000000, "steal_ns": 0, "pid": 77, "tid": 77, "comm": "cc1",
          "cgroup": "/",
          "ran_instead": {"pid": 78, "comm": "rustc", "cgroup": "/"}}
       ],

@@ -172,7 +172,7 @@ mod tests {
     }
 
     fn burstreq_wait(ts_ns: u64, wait_ns: u64, steal_ns: u64) -> Value {
-        json!({"cpu": 1, "ts_ns": ts_ns, "wait_ns": wait_ns, "steal_ns": steal_ns, "pid": 9,
+        json!({"cpu": 1, "ts_ns": ts_ns, "wait_ns": wait_ns, "steal_ns": steal_ns, "pid": 9, "tid": 9,
             "comm": "burstreq", "cgroup": "/stalltop_throttled",
             "ran_instead": {"pid": 10, "comm": "burstreq", "cgroup": "/stalltop_throttled"}})
     }

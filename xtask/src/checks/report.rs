@@ -87,6 +87,8 @@ pub struct Waited {
     pub cgroup: Option<String>,
     pub wait_ns: Option<u64>,
     pub steal_ns: Option<u64>,
+    #[serde(default)]
+    pub migrated: Option<Migrated>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -199,9 +201,19 @@ pub struct RunqEvent {
     /// Of the wait, the time the hypervisor took the vCPU.
     pub steal_ns: u64,
     pub pid: u32,
+    pub tid: u32,
     pub comm: String,
     pub cgroup: String,
     pub ran_instead: Task,
+    /// The wait began on another CPU (`cpu` is where it ended).
+    #[serde(default)]
+    pub migrated: Option<Migrated>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Migrated {
+    pub from_cpu: u32,
+    pub migrations: u32,
 }
 
 impl RunqEvent {

@@ -132,6 +132,11 @@ impl CpuCgroup {
         self.write("cpu.shares", &shares.to_string())
     }
 
+    /// Real-time CPU time its tasks may use per cpu.rt_period_us (1 s), on each CPU.
+    pub fn set_rt_runtime(&self, runtime_us: u64) -> Result<()> {
+        self.write("cpu.rt_runtime_us", &runtime_us.to_string())
+    }
+
     pub fn set_bandwidth(&self, period_us: u64, quota_us: u64) -> Result<()> {
         self.write("cpu.cfs_period_us", &period_us.to_string())?;
         self.write("cpu.cfs_quota_us", &quota_us.to_string())

@@ -214,15 +214,47 @@ pub fn ensure_cpu_allowed(cpu: usize) -> Result<()> {
 
 /// Pins the calling thread to `cpu` (which `ensure_cpu_allowed` has checked).
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
+    pin_thread_to_cpu(0, cpu)
+}
+
+/// Pins thread `tid` (0: the calling one) to `cpu`; a thread waiting for its CPU moves there.
+pub fn pin_thread_to_cpu(tid: libc::pid_t, cpu: usize) -> Result<()> {
     // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays in bounds for cpu < CPU_SETSIZE (checked
-    // by ensure_cpu_allowed before any thread starts); pid 0 is the calling thread.
+    // by ensure_cpu_allowed before any thread starts).
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if rc != 0 {
-        return Err(io::Error::last_os_error()).with_context(|| format!("pin to CPU {cpu}"));
+        return Err(io::Error::last_os_error())
+            .with_context(|| format!("pin thread {tid} to CPU {cpu}"));
+    }
+    Ok(())
+}
+
+/// The calling thread's id.
+pub fn gettid() -> libc::pid_t {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// The CPU the calling thread runs on.
+pub fn current_cpu() -> Result<usize> {
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).map_err(|_| anyhow!("sched_getcpu: {}", io::Error::last_os_error()))
+}
+
+/// Makes the calling thread SCHED_FIFO at `priority` (its cgroup must have a real-time budget).
+pub fn become_real_time(priority: i32) -> Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: sched_setscheduler reads `param`, alive for the call; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error()).context("SCHED_FIFO");
     }
     Ok(())
 }

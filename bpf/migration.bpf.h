@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Waits that move between CPUs. Load balancing and affinity changes move
+ * exactly the tasks that wait; the scheduler then folds the wait so far
+ * into the task's sched_info.run_delay and stamps sched_info.last_queued
+ * anew on the destination, so the switch that finally runs the task sees
+ * only its last stretch. At the migration (sched_migrate_task, a queued
+ * task) this file notes when the wait began and who held the CPU it
+ * leaves; that switch then counts the whole wait and weighs that holder
+ * against the ones of its last CPU.
+ *
+ * When the wait began: from the task's run_delay, against the value it had
+ * when the task last ran (kept in `run_marks`, an array written at every
+ * switch-in: no hash lookup on the hot path); without sched_info, from its
+ * wakeup stamp, which migrations leave alone.
+ */
+#ifndef STALLTOP_MIGRATION_BPF_H
+#define STALLTOP_MIGRATION_BPF_H
+
+#include "common.bpf.h"
+#include "slices.bpf.h"
+#include "throttle.bpf.h"
+
+/* task_struct.on_rq of a task taken off one run queue for another. */
+#define TASK_ON_RQ_MIGRATING 2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RUN_MARKS);
+	__type(key, __u32);
+	__type(value, struct run_mark);
+} run_marks SEC(".maps");
+
+/* LRU: a carried wait whose mark another thread took over is never read
+ * again; it ages out. Preallocated, so inserting never allocates (the
+ * migration hook runs under run-queue locks). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct carried_wait);
+} carried_waits SEC(".maps");
+
+static __always_inline struct run_mark *run_mark_of(__u32 tid)
+{
+	__u32 key = tid & (RUN_MARKS - 1);
+
+	return bpf_map_lookup_elem(&run_marks, &key);
+}
+
+/* The task's total run-queue wait as sched_info counts it (0 without). */
+static __always_inline __u64 run_delay_of(bool btf, struct task_struct *t)
+{
+	if (!bpf_core_field_exists(struct task_struct, sched_info))
+		return 0;
+	return FIELD(btf, t, sched_info.run_delay);
+}
+
+/* `next` (thread `tid`) runs now, after waiting `wait` ns here (0: it did
+ * not wait): its mark takes the run_delay the scheduler is about to count.
+ * Returns the wait it carried from other CPUs, if it was moved while it
+ * waited. */
+static __always_inline struct carried_wait *run_mark_switch_in(bool btf, struct task_struct *next,
+							       __u32 tid, __u64 wait)
+{
+	struct run_mark *m = run_mark_of(tid);
+	struct carried_wait *cw = NULL;
+
+	if (!m)
+		return NULL;
+	if (m->tid == tid && m->carried)
+		cw = bpf_map_lookup_elem(&carried_waits, &tid);
+	m->tid = tid;
+	m->carried = 0;
+	if (!runq_from_wakeup)
+		m->run_delay = run_delay_of(btf, next) + wait;
+	return cw;
+}
+
+/* When the wait of `p` (thread `tid`, mark `m`), being migrated at `now`,
+ * began; 0 if unknown. */
+static __always_inline __u64 wait_began(bool btf, struct task_struct *p, __u32 tid,
+					struct run_mark *m, __u64 now)
+{
+	__u64 delay, base;
+
+	if (runq_from_wakeup) {
+		struct task_state *ts = task_state_of(p, tid, false);
+
+		return ts ? ts->queued_at : 0;
+	}
+	if (!bpf_core_field_exists(struct task_struct, sched_info))
+		return 0;
+	if (m->tid == tid)
+		base = m->run_delay;
+	else if (!FIELD(btf, p, sched_info.pcount))
+		base = 0; /* it never ran: it has waited nowhere else */
+	else
+		return 0; /* another thread took its mark since it ran */
+	delay = FIELD(btf, p, sched_info.run_delay);
+	if (delay < base || delay - base > now)
+		return 0;
+	return now - (delay - base);
+}
+
+/* The CPU state of CPU `cpu` (NULL before 5.19, which cannot read another
+ * CPU's per-CPU value). */
+static __always_inline struct cpu_state *cpu_state_of(__u32 cpu)
+{
+	__u32 zero = 0;
+
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_map_lookup_percpu_elem))
+		return NULL;
+	return bpf_map_lookup_percpu_elem(&cpus, &zero, cpu);
+}
+
+/* Weigh who held the run queue `rq` (state `cs`) during [from, now] while
+ * thread `tid` waited on it, against the holder `cw` carries: the one that
+ * held a CPU longer stays (the same task's times add up). */
+static __always_inline void carried_holder_weigh(bool btf, struct carried_wait *cw,
+						 struct cpu_state *cs, struct rq *rq, __u32 tid,
+						 __u64 from, __u64 now)
+{
+	__u64 found = wait_holder(cs, from, now, tid);
+	__u64 held = found >> HOLDER_INDEX_BITS;
+	__u32 index = found & HOLDER_INDEX_MASK, kthread = 0;
+	struct task_ref holder = {};
+
+	if (!held)
+		return;
+	if (index == HOLDER_OPEN) {
+		struct task_struct *curr = FIELD(btf, rq, curr);
+
+		/* The CPU may have switched since it was weighed. */
+		if (!curr || FIELD(btf, curr, pid) != cs->current_tid)
+			return;
+		if (cs->current_tid)
+			task_ref_fill(btf, &holder, curr);
+		kthread = !!(FIELD(btf, curr, flags) & PF_KTHREAD);
+	} else {
+		slice_holder(cs, index, &holder, &kthread);
+	}
+	if (cw->held_ns && holder.tid == cw->holder.tid) {
+		cw->held_ns += held;
+		return;
+	}
+	if (held <= cw->held_ns)
+		return;
+	cw->holder = holder;
+	cw->held_ns = held;
+	cw->kthread = kthread;
+}
+
+/* A task is moved to another CPU. Only a queued one (taken off its run
+ * queue for another) carries a wait; a woken one is placed before it is
+ * queued. The run queue it leaves is still the one its cfs_rq names (the
+ * move follows this tracepoint). */
+static __always_inline void on_migrate(bool btf, struct task_struct *p)
+{
+	__u32 tid = FIELD(btf, p, pid);
+	struct cfs_rq *cfs_rq;
+	struct carried_wait cw = {}, *earlier;
+	struct cpu_state *cs;
+	struct run_mark *m;
+	struct rq *rq;
+	__u64 now, since, from;
+
+	if (!tid || FIELD(btf, p, on_rq) != TASK_ON_RQ_MIGRATING)
+		return;
+	m = run_mark_of(tid);
+	if (!m)
+		return;
+	now = bpf_ktime_get_ns();
+	since = wait_began(btf, p, tid, m, now);
+	if (!since || since > now)
+		return;
+	cfs_rq = task_cfs_rq(btf, p);
+	rq = cfs_rq ? FIELD(btf, cfs_rq, rq) : NULL;
+	if (!rq)
+		return;
+
+	earlier = m->tid == tid && m->carried ? bpf_map_lookup_elem(&carried_waits, &tid) : NULL;
+	if (earlier) {
+		cw = *earlier;
+		from = cw.until;
+	} else {
+		cw.since = since;
+		cw.from_cpu = FIELD(btf, rq, cpu);
+		from = since;
+	}
+	cw.until = now;
+	cw.migrations++;
+	cs = cpu_state_of(FIELD(btf, rq, cpu));
+	if (cs)
+		carried_holder_weigh(btf, &cw, cs, rq, tid, from, now);
+	if (bpf_map_update_elem(&carried_waits, &tid, &cw, BPF_ANY))
+		return;
+	if (m->tid != tid) {
+		m->tid = tid;
+		m->run_delay = 0;
+	}
+	m->carried = 1;
+}
+
+#endif /* STALLTOP_MIGRATION_BPF_H */
