@@ -66,6 +66,8 @@ pub enum Name {
     NoisyNeighbour,
     /// Bursty 4-thread requests in a cgroup with a 15 ms / 100 ms CFS quota (case 3).
     Throttle,
+    /// The same requests in a child cgroup without a quota, the quota on its parent.
+    ThrottleParent,
     /// The victim and the requests alone, no hogs and no quota: the baseline.
     Quiet,
     /// Long in-kernel syscalls with known files (smaps, munmap, getdents64, force_empty,
@@ -87,6 +89,7 @@ impl Name {
         match self {
             Name::NoisyNeighbour => "noisy-neighbour",
             Name::Throttle => "throttle",
+            Name::ThrottleParent => "throttle-parent",
             Name::Quiet => "quiet",
             Name::SlowSyscall => "slow-syscall",
             Name::Ksoftirqd => "ksoftirqd",
@@ -132,7 +135,8 @@ pub struct Measured {
     pub cgroups: Cgroups,
     pub victim: Option<VictimStats>,
     pub requests: Option<RequestStats>,
-    /// cpu.stat delta of the requests' cgroup, read at start and end by the scenario.
+    /// cpu.stat delta of the requests' cgroup (throttle-parent: of its parent, which has the
+    /// quota), read at start and end by the scenario.
     pub cpu_stat: Option<CpuStatDelta>,
 }
 
@@ -293,9 +297,12 @@ enum Fixture {
 impl Fixture {
     fn prepare(name: Name, duration: Duration) -> Result<Self> {
         Ok(match name {
-            Name::NoisyNeighbour | Name::Throttle | Name::Quiet | Name::Churn | Name::Migration => {
-                Fixture::None
-            }
+            Name::NoisyNeighbour
+            | Name::Throttle
+            | Name::ThrottleParent
+            | Name::Quiet
+            | Name::Churn
+            | Name::Migration => Fixture::None,
             Name::SlowSyscall => Fixture::SlowSyscall(slow_syscall::Fixture::prepare(duration)?),
             Name::Ksoftirqd => Fixture::Ksoftirqd(ksoftirqd::Fixture::prepare(duration)?),
         })
@@ -332,6 +339,7 @@ pub fn run(name: Name, duration: Duration, ready: impl FnOnce() -> Result<()>) -
         Fixture::None => match name {
             Name::NoisyNeighbour => (noisy_neighbour::run(&window)?, Injected::default()),
             Name::Throttle => (throttle::run(&window)?, Injected::default()),
+            Name::ThrottleParent => (throttle::run_under_parent(&window)?, Injected::default()),
             Name::Quiet => (quiet::run(&window)?, Injected::default()),
             Name::Churn => churn::run(&window)?,
             Name::Migration => migration::run(&window)?,

@@ -74,6 +74,7 @@ pub fn main(args: &Args) -> Result<()> {
             Name::Quiet,
             Name::NoisyNeighbour,
             Name::Throttle,
+            Name::ThrottleParent,
             Name::SlowSyscall,
             Name::Ksoftirqd,
             Name::Churn,
@@ -82,6 +83,7 @@ pub fn main(args: &Args) -> Result<()> {
         Some(Name::NoisyNeighbour) => &[Name::Quiet, Name::NoisyNeighbour],
         Some(Name::Quiet) => &[Name::Quiet],
         Some(Name::Throttle) => &[Name::Throttle],
+        Some(Name::ThrottleParent) => &[Name::ThrottleParent],
         Some(Name::SlowSyscall) => &[Name::SlowSyscall],
         Some(Name::Ksoftirqd) => &[Name::Ksoftirqd],
         Some(Name::Churn) => &[Name::Churn],
@@ -208,10 +210,18 @@ fn run_checked(
                 }
                 None => Err("no quiet baseline".into()),
             },
-            Name::Throttle => match &outcome.measured.cpu_stat {
-                Some(truth) => checks::throttle::check(&recorded.report, truth),
-                None => Err("the throttle scenario measured no cpu.stat".into()),
-            },
+            // The quota's cgroup is the truth's; the waits checked are the requests' cgroup's
+            // (the same one, or throttle-parent's child of it).
+            Name::Throttle | Name::ThrottleParent => {
+                match (&outcome.measured.cpu_stat, &cgroups.requests) {
+                    (Some(truth), Some(requests)) => {
+                        checks::throttle::check(report, truth, requests)
+                    }
+                    _ => Err(format!(
+                        "the {name} scenario measured no cpu.stat or no requests"
+                    )),
+                }
+            }
             Name::SlowSyscall => match &outcome.injected.slow_syscall {
                 Some(truth) => checks::slow_syscall::check(report, truth),
                 None => Err("the slow-syscall scenario measured no calls".into()),

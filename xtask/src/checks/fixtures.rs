@@ -137,6 +137,22 @@ pub const THROTTLE: &str = r#"{
       ]
     }"#;
 
+/// throttle-parent's cgroups: the parent has the quota, the requests wait in its child.
+pub const QUOTA_PARENT: &str = "/stalltop_quota_parent";
+pub const REQUESTS_CHILD: &str = "/stalltop_quota_parent/stalltop_throttled";
+
+/// THROTTLE as a clean throttle-parent run reports it: the same stalls, of the child's requests
+/// and naming the parent's quota, and the parent's throttling row.
+pub fn throttle_parent() -> String {
+    let mut doc: Value = serde_json::from_str(THROTTLE).unwrap();
+    for stall in doc["stalls"].as_array_mut().unwrap() {
+        stall["waited"]["cgroup"] = json!(REQUESTS_CHILD);
+        stall["throttled_cgroup"] = json!(QUOTA_PARENT);
+    }
+    doc["throttling"][0]["cgroup"] = json!(QUOTA_PARENT);
+    doc.to_string()
+}
+
 pub fn report(json: &str) -> Report {
     Report::parse(json).unwrap()
 }

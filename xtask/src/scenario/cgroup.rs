@@ -47,7 +47,9 @@ impl ScenarioLock {
     }
 }
 
-/// One v1 cpu cgroup, removed (tasks moved to the root, quota reset, rmdir) when dropped.
+/// One v1 cpu cgroup, removed (tasks moved to the root, quota reset, rmdir) when dropped. A name
+/// with a slash makes a child of an existing one: declare it after its parent, so it is dropped
+/// first.
 pub struct CpuCgroup {
     dir: PathBuf,
     path: String,
@@ -189,9 +191,11 @@ impl Drop for CpuCgroup {
     }
 }
 
-/// Moves every task back to the root cgroup, lifts the quota, then rmdirs, retrying while
-/// exiting threads still hold the cgroup.
+/// Removes the child cgroups first (a stale parent left by a crashed run still has them), then
+/// moves every task back to the root cgroup, lifts the quota and rmdirs, retrying while exiting
+/// threads still hold the cgroup.
 fn remove(dir: &Path) -> Result<()> {
+    remove_children(dir)?;
     let root_tasks = Path::new(CPU_ROOT).join("tasks");
     for _ in 0..REMOVE_ATTEMPTS {
         let tasks = fs::read_to_string(dir.join("tasks"))
@@ -213,6 +217,18 @@ fn remove(dir: &Path) -> Result<()> {
         "rmdir {}: still busy after {REMOVE_ATTEMPTS} attempts",
         dir.display()
     )
+}
+
+/// rmdir of a cgroup with a child cgroup fails (EBUSY however long it is retried).
+fn remove_children(dir: &Path) -> Result<()> {
+    let entries = fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("read {}", dir.display()))?;
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            remove(&entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

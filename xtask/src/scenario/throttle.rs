@@ -4,12 +4,13 @@
 //! quota only at the next tick or context switch, and the burst is just 1 ms over it). A
 //! bystander `hog` of a light cgroup (an eighth of the requests' weight, so the bursts still
 //! run into the quota early in a period) fills the CPU while they are throttled: their waits
-//! must blame the quota, not it.
+//! must blame the quota, not it. `throttle-parent` sets the quota on a parent instead, with the
+//! requests in a child that has none of its own: their waits must blame the parent's quota.
 
 use std::thread;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 
 use super::burstreq::{self, Requests};
 use super::cgroup::CpuCgroup;
@@ -22,21 +23,45 @@ const QUOTA_US: u64 = 15_000;
 const LINGER: Duration = Duration::from_secs(1);
 const BYSTANDER_CGROUP: &str = "stalltop_bystander";
 const BYSTANDER_SHARES: u64 = 128;
+/// throttle-parent: the cgroup with the quota; the requests' cgroup is its child.
+const PARENT_CGROUP: &str = "stalltop_quota_parent";
 
+/// The quota on the requests' own cgroup.
 pub fn run(window: &Window) -> Result<Measured> {
     let cgroup = CpuCgroup::create(burstreq::CGROUP)?;
     cgroup.set_bandwidth(PERIOD_US, QUOTA_US)?;
+    run_throttled(window, &cgroup, &cgroup)
+}
+
+/// The quota on a parent of the requests' cgroup, which has no quota of its own.
+pub fn run_under_parent(window: &Window) -> Result<Measured> {
+    let parent = CpuCgroup::create(PARENT_CGROUP)?;
+    parent.set_bandwidth(PERIOD_US, QUOTA_US)?;
+    // Declared after the parent, so dropped (rmdir) first: a cgroup with children cannot go.
+    let child = CpuCgroup::create(&format!("{PARENT_CGROUP}/{}", burstreq::CGROUP))?;
+    let child_quota = child.quota_us()?;
+    ensure!(
+        child_quota == -1,
+        "{} has a quota of its own ({child_quota} us): only its parent's may throttle it",
+        child.path()
+    );
+    run_throttled(window, &parent, &child)
+}
+
+/// Runs the requests in `requests` beside the bystander; the ground truth is the cpu.stat delta
+/// of `quota`, the cgroup whose quota throttles them (`requests` itself or an ancestor).
+fn run_throttled(window: &Window, quota: &CpuCgroup, requests: &CpuCgroup) -> Result<Measured> {
     let bystander = CpuCgroup::create(BYSTANDER_CGROUP)?;
     bystander.set_shares(BYSTANDER_SHARES)?;
-    let start = cgroup.cpu_stat()?;
-    let requests = thread::scope(|scope| {
+    let start = quota.cpu_stat()?;
+    let request_stats = thread::scope(|scope| {
         let _cancel = window.cancel_on_drop();
         let hog = window.spawn(scope, hog::COMM, &bystander, || hog::run(window))?;
-        let requests = Requests::spawn(scope, window, &cgroup, burstreq::HEAVY_BURN_NS)?.join();
+        let stats = Requests::spawn(scope, window, requests, burstreq::HEAVY_BURN_NS)?.join();
         hog.join()?;
-        requests
+        stats
     })?;
-    let cpu_stat = CpuStatDelta::since(&cgroup, start)?;
+    let cpu_stat = CpuStatDelta::since(quota, start)?;
     // A recorder that polls cpu.stat must get one more look at the final counters before the
     // cgroup disappears; the cgroup is idle now, so lingering changes nothing else.
     if !interrupt::requested() {
@@ -44,11 +69,11 @@ pub fn run(window: &Window) -> Result<Measured> {
     }
     Ok(Measured {
         cgroups: Cgroups {
-            requests: Some(cgroup.path().to_owned()),
+            requests: Some(requests.path().to_owned()),
             noisy: Some(bystander.path().to_owned()),
             ..Cgroups::default()
         },
-        requests: Some(requests),
+        requests: Some(request_stats),
         cpu_stat: Some(cpu_stat),
         ..Measured::default()
     })
