@@ -124,6 +124,17 @@ static __always_inline struct task_struct *current_task(bool btf)
 	return (struct task_struct *)bpf_get_current_task();
 }
 
+/* The address of this CPU's run queue, reached through the running task's
+ * cfs_rq (it runs here); 0 without CONFIG_FAIR_GROUP_SCHED. */
+static __always_inline __u64 current_rq(bool btf)
+{
+	struct task_struct *t = current_task(btf);
+
+	if (!bpf_core_field_exists(t->se.cfs_rq))
+		return 0;
+	return (__u64)BPF_CORE_READ(t, se.cfs_rq, rq);
+}
+
 /* The state of task `t` (thread id `tid`), created when `create` is set.
  * With use_task_storage (tp_btf only), `t` is a trusted pointer: a tp_btf
  * argument or current_task(true). */

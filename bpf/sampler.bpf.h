@@ -3,7 +3,8 @@
  * CPU X-ray: a cpu-clock perf event on every CPU. Each tick costs a few
  * loads; a stack is taken only when it can explain something (a softirq
  * waiting on this CPU, a task long inside a syscall), and a
- * gap between ticks far beyond the period is reported as irqs-off.
+ * gap between ticks far beyond the period, less the time the host took
+ * the vCPU meanwhile (steal), is reported as irqs-off.
  */
 #ifndef STALLTOP_SAMPLER_BPF_H
 #define STALLTOP_SAMPLER_BPF_H
@@ -12,6 +13,24 @@
 #include "softirq.bpf.h"
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
+
+/* x86 KVM guests: how far this CPU's KVM steal time lies from its run
+ * queue (both per-CPU variables), from the kernel's BTF; 0 elsewhere. Its
+ * first field is the vCPU's steal clock in ns, which the host updates
+ * whenever it runs the vCPU again: current at the first tick after a gap.
+ * (Read by address: a typed ksym of a per-CPU variable needs a kernel
+ * whose kallsyms lists data.) */
+const volatile __s64 steal_time_from_rq = 0;
+
+/* This vCPU's steal time so far, in ns; 0 where unknown. */
+static __always_inline __u64 host_steal_ns(bool btf)
+{
+	__u64 rq = steal_time_from_rq ? current_rq(btf) : 0, steal = 0;
+
+	if (!rq || bpf_probe_read_kernel(&steal, sizeof(steal), (void *)(rq + steal_time_from_rq)))
+		return 0;
+	return steal;
+}
 
 /* Keep stacks once something has waited (or a call run) this long. */
 const volatile __u64 sample_after_ns = 1000 * 1000;
@@ -44,7 +63,7 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	struct cpu_state *cs = this_cpu();
 	struct call *call;
 	struct sample_event *e;
-	__u64 now, gap, since, pid_tgid;
+	__u64 now, gap, gap_steal, steal, since, pid_tgid;
 	__u32 tid, why;
 	long len;
 
@@ -52,7 +71,14 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 		return 0;
 	now = bpf_ktime_get_ns();
 	gap = cs->last_tick ? now - cs->last_tick : 0;
+	steal = host_steal_ns(btf);
+	gap_steal = cs->last_tick_steal && steal > cs->last_tick_steal ?
+			    steal - cs->last_tick_steal :
+			    0;
+	if (gap_steal > gap)
+		gap_steal = gap;
 	cs->last_tick = now;
+	cs->last_tick_steal = steal;
 	pid_tgid = bpf_get_current_pid_tgid();
 	tid = (__u32)pid_tgid;
 	softirq_tick(btf, cs, pid_tgid);
@@ -61,7 +87,9 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 		/* Kernel addresses are the upper half on 64-bit machines. */
 		sampled_call_tick(btf, cs, tid, (long)PT_REGS_IP(&ctx->regs) < 0, now);
 	why = sample_reasons(cs, call, tid, now);
-	if (gap >= irqoff_threshold_ns)
+	/* Only the time the guest itself lost counts: a vCPU the host did
+	 * not run had its interrupts on. */
+	if (gap - gap_steal >= irqoff_threshold_ns)
 		why |= SAMPLE_WHY_GAP;
 	if (!why)
 		return 0;
@@ -71,6 +99,7 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 		return 0;
 	task_ref_fill(btf, &e->task, current_task(btf));
 	e->gap_ns = gap;
+	e->gap_steal_ns = gap_steal;
 	e->syscall = call ? call->nr : sampled_syscall_of(cs, tid, &since);
 	e->why = why;
 	len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);

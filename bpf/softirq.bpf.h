@@ -175,17 +175,14 @@ const volatile __s64 preempt_count_from_rq = 0;
  * of what it interrupted). */
 static __always_inline bool serving_softirq(bool btf)
 {
-	struct task_struct *t = current_task(btf);
 #if defined(__TARGET_ARCH_arm64)
+	struct task_struct *t = current_task(btf);
+
 	return FIELD(btf, t, thread_info.preempt_count) & SOFTIRQ_OFFSET;
 #else
+	__u64 rq = current_rq(btf);
 	int count = 0;
-	__u64 rq;
 
-	if (!bpf_core_field_exists(t->se.cfs_rq))
-		return false;
-	/* The running task's run queue is this CPU's. */
-	rq = (__u64)BPF_CORE_READ(t, se.cfs_rq, rq);
 	if (!rq ||
 	    bpf_probe_read_kernel(&count, sizeof(count), (void *)(rq + preempt_count_from_rq)))
 		return false;

@@ -261,6 +261,9 @@ struct sample_event {
 	__u32 ustack_len;
 	__u64 kstack[STACK_DEPTH];
 	__u64 ustack[STACK_DEPTH];
+	/* KIND_IRQOFF: of gap_ns, the time the hypervisor ran something else
+	 * on this vCPU (steal; 0 where it is not known) */
+	__u64 gap_steal_ns;
 };
 
 #define SAMPLE_WHY_SOFTIRQ                                                       \
@@ -406,6 +409,7 @@ struct cpu_state {
 	__u64 softirq_entered[NR_SOFTIRQ_VECTORS];
 	__u64 softirq_ns;      /* all softirq run time on this CPU so far */
 	__u64 last_tick;       /* previous sampler tick, or the end of idle */
+	__u64 last_tick_steal; /* the host's steal clock at the previous tick */
 	__u64 current_since;   /* when the running task was switched in */
 	__u64 current_softirq; /* softirq_ns at current_since */
 	__u64 current_steal;   /* the steal clock at current_since */

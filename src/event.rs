@@ -52,6 +52,8 @@ const _: () = assert!(std::mem::size_of::<types::runq_event>() == 128);
 /// Run-queue records before they carried a throttle (`throttled_cgroup`,
 /// `throttled_ns`): still read, as waits no throttle explains.
 const RUNQ_EVENT_BEFORE_THROTTLE: usize = 104;
+/// Sample records before they carried the steal over a gap (`gap_steal_ns`).
+const SAMPLE_EVENT_BEFORE_STEAL: usize = std::mem::size_of::<types::sample_event>() - 8;
 /// Run-queue records before they carried migrations (`waited_from_cpu`,
 /// `migrations`): still read, as waits that did not move.
 const RUNQ_EVENT_BEFORE_MIGRATIONS: usize = 120;
@@ -193,6 +195,8 @@ pub struct Sample {
     pub ts_ns: u64,
     pub task: TaskRef,
     pub gap_ns: u64,
+    /// Irqoff ticks: of `gap_ns`, the time the hypervisor took the vCPU (0: none, or unknown).
+    pub gap_steal_ns: u64,
     pub syscall: Option<u32>,
     pub kernel_stack: Vec<u64>,
     pub user_stack: Vec<u64>,
@@ -258,8 +262,8 @@ fn decode_one(header: &types::record_header, record: &[u8]) -> Result<Event, Dec
         KIND_TAKEOVER => Ok(Event::Takeover(runq_wait(runq_event(header.kind, record)?))),
         KIND_SOFTIRQ => Ok(Event::Softirq(softirq_delay(exact(header.kind, record)?))),
         KIND_SYSCALL => Ok(Event::Syscall(slow_syscall(exact(header.kind, record)?))),
-        KIND_SAMPLE => Ok(Event::Sample(sample(exact(header.kind, record)?))),
-        KIND_IRQOFF => Ok(Event::Irqoff(sample(exact(header.kind, record)?))),
+        KIND_SAMPLE => Ok(Event::Sample(sample(sample_event(header.kind, record)?))),
+        KIND_IRQOFF => Ok(Event::Irqoff(sample(sample_event(header.kind, record)?))),
         kind => Err(DecodeError::UnknownKind(kind)),
     }
 }
@@ -288,6 +292,16 @@ fn runq_event(kind: u16, record: &[u8]) -> Result<types::runq_event, DecodeError
     }
     let mut extended = record.to_vec();
     extended.resize(std::mem::size_of::<types::runq_event>(), 0);
+    exact(kind, &extended)
+}
+
+/// A sample record of this layout or of the one before `gap_steal_ns` (unknown: zero).
+fn sample_event(kind: u16, record: &[u8]) -> Result<types::sample_event, DecodeError> {
+    if record.len() != SAMPLE_EVENT_BEFORE_STEAL {
+        return exact(kind, record);
+    }
+    let mut extended = record.to_vec();
+    extended.resize(std::mem::size_of::<types::sample_event>(), 0);
     exact(kind, &extended)
 }
 
@@ -411,6 +425,7 @@ fn sample(e: types::sample_event) -> Sample {
         ts_ns: e.hdr.ts,
         task: task_ref(&e.task),
         gap_ns: e.gap_ns,
+        gap_steal_ns: e.gap_steal_ns,
         syscall: u32::try_from(e.syscall).ok(),
         kernel_stack: frames(&e.kstack, e.kstack_len),
         user_stack: frames(&e.ustack, e.ustack_len),

@@ -175,6 +175,31 @@ pub fn syscall_record(
     unsafe { plain::as_bytes(&e) }.to_vec()
 }
 
+/// The first tick after a gap of `gap_ns`, `steal_ns` of which the hypervisor took the vCPU.
+pub fn stolen_gap_record(
+    cpu: u32,
+    ts: u64,
+    task: types::task_ref,
+    gap_ns: u64,
+    steal_ns: u64,
+) -> Vec<u8> {
+    let e = types::sample_event {
+        hdr: header(
+            KIND_IRQOFF,
+            std::mem::size_of::<types::sample_event>(),
+            cpu,
+            ts,
+        ),
+        task,
+        gap_ns,
+        gap_steal_ns: steal_ns,
+        syscall: -1,
+        ..Default::default()
+    };
+    // SAFETY: sample_event is Plain (see above).
+    unsafe { plain::as_bytes(&e) }.to_vec()
+}
+
 /// A sampler tick (or, with `gap_ns` > 0, the first tick after a gap)
 /// with a kernel stack of `frames` (leaf first).
 pub fn sample_record(

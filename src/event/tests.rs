@@ -140,6 +140,24 @@ fn run_queue_records_of_the_layout_before_migrations_still_decode() {
 }
 
 #[test]
+fn a_gap_says_how_much_of_it_the_hypervisor_took_and_older_records_say_none() {
+    let mut bytes = stolen_gap_record(1, 90_000_000, task(42, "worker", 7), 30_000_000, 22_000_000);
+    let events = decode(&bytes);
+    let [Ok(Event::Irqoff(s))] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!((s.gap_ns, s.gap_steal_ns), (30_000_000, 22_000_000));
+
+    bytes.truncate(SAMPLE_EVENT_BEFORE_STEAL);
+    bytes[2..4].copy_from_slice(&(SAMPLE_EVENT_BEFORE_STEAL as u16).to_le_bytes());
+    let events = decode(&bytes);
+    let [Ok(Event::Irqoff(s))] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!((s.gap_ns, s.gap_steal_ns), (30_000_000, 0));
+}
+
+#[test]
 fn unknown_kinds_are_skipped_and_damage_ends_the_buffer() {
     let mut bytes = Vec::new();
     let unknown = header(200, 24, 0, 1);

@@ -6,7 +6,7 @@ use super::report::MigratedRow;
 use super::tests::{analyse, MS, NOISY, ROOT, VICTIM};
 use super::*;
 use crate::event::testing::{migrated_runq_record, runq_record, task, throttled_runq_record};
-use crate::event::testing::{sample_record, softirq_record, syscall_record};
+use crate::event::testing::{sample_record, softirq_record, stolen_gap_record, syscall_record};
 use crate::event::KIND_RUNQ;
 use crate::event::KIND_TAKEOVER;
 use crate::histogram::Histogram;
@@ -234,6 +234,37 @@ fn a_gap_inside_a_longer_wait_does_not_make_it_irqs_off() {
     assert_eq!(
         (r.stalls[0].kind, r.stalls[0].signals),
         (StallKind::Irqoff, 2)
+    );
+}
+
+/// On a VM: a gap the hypervisor took most of is not the guest's irqs-off time. A wait that
+/// contains such a gap keeps its kind even when the gap covers most of it; the gap's
+/// evidence says how much the host took.
+#[test]
+fn a_gap_the_hypervisor_took_does_not_make_a_wait_irqs_off() {
+    let wait = runq_record(
+        KIND_RUNQ,
+        CPU,
+        1_100 * MS,
+        100 * MS,
+        task(300, "api", ROOT),
+        task(400, "hog", ROOT),
+        None,
+        0,
+    );
+    let stolen = stolen_gap_record(CPU, 1_090 * MS, task(400, "hog", ROOT), 60 * MS, 48 * MS);
+    let r = analyse_records([wait, stolen.clone()].concat(), None);
+    assert_eq!(
+        (r.stalls[0].kind, r.stalls[0].signals),
+        (StallKind::Runq, 2),
+        "{:#?}",
+        r.stalls
+    );
+    let r = analyse_records(stolen, None);
+    let evidence = r.stalls[0].evidence.as_deref().unwrap_or_default();
+    assert!(
+        evidence.contains("no sampler tick for 60.0 ms (the hypervisor took 48.0 ms of it)"),
+        "{evidence}"
     );
 }
 

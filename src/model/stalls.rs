@@ -277,7 +277,8 @@ impl StallTracker {
             culprit: culprit_of(&s.task, s.syscall.map(|nr| (nr, 0))),
             throttled_cgroup: None,
             wait_kind: None,
-            gap_ns: s.gap_ns,
+            // Only the time the guest lost: the host's steal had interrupts on.
+            gap_ns: s.gap_ns.saturating_sub(s.gap_steal_ns),
             strength: if s.task.tid == 0 {
                 Strength::None
             } else {

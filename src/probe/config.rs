@@ -131,6 +131,7 @@ mod tests {
             task_storage_in_hooks: false,
             preempt_rt: false,
             preempt_count_from_rq: Some(-86_064),
+            steal_time_from_rq: None,
         };
         let unplaced = KernelFeatures {
             preempt_count_from_rq: None,

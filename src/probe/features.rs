@@ -60,6 +60,9 @@ pub struct KernelFeatures {
     /// 6.14 the count sits inside `pcpu_hot`, and without
     /// CONFIG_FAIR_GROUP_SCHED a task does not lead to its run queue.
     pub preempt_count_from_rq: Option<i64>,
+    /// x86 KVM guests: the distance from a CPU's run queue to its KVM steal time (the host's
+    /// steal clock for that vCPU), from the kernel's BTF.
+    pub steal_time_from_rq: Option<i64>,
 }
 
 impl KernelFeatures {
@@ -84,6 +87,7 @@ impl KernelFeatures {
             task_storage_in_hooks: release >= LOCAL_STORAGE_MEM_ALLOC && !preempt_rt,
             preempt_rt,
             preempt_count_from_rq: btf.as_ref().and_then(preempt_count_from_rq),
+            steal_time_from_rq: btf.as_ref().and_then(steal_time_from_rq),
         }
     }
 
@@ -94,9 +98,19 @@ impl KernelFeatures {
     }
 }
 
-/// The distance from `runqueues` to `__preempt_count`, by their offsets in
-/// the kernel's per-CPU section.
+/// The distance from `runqueues` to `__preempt_count`.
 fn preempt_count_from_rq(btf: &Btf<'_>) -> Option<i64> {
+    distance_from_rq(btf, "__preempt_count")
+}
+
+/// The distance from `runqueues` to KVM's `steal_time` (x86 guest kernels).
+fn steal_time_from_rq(btf: &Btf<'_>) -> Option<i64> {
+    distance_from_rq(btf, "steal_time")
+}
+
+/// The distance from `runqueues` to per-CPU variable `name`, by their offsets in the kernel's
+/// per-CPU section; None without it, or where a task does not lead to its run queue.
+fn distance_from_rq(btf: &Btf<'_>, name: &str) -> Option<i64> {
     let percpu = btf.type_by_name::<types::DataSec<'_>>(".data..percpu")?;
     let offset_of = |name: &str| {
         percpu
@@ -111,7 +125,7 @@ fn preempt_count_from_rq(btf: &Btf<'_>) -> Option<i64> {
     if !struct_has_member(btf, "sched_entity", "cfs_rq") {
         return None;
     }
-    Some(offset_of("__preempt_count")? - offset_of("runqueues")?)
+    Some(offset_of(name)? - offset_of("runqueues")?)
 }
 
 fn struct_has_member(btf: &Btf<'_>, name: &str, member: &str) -> bool {

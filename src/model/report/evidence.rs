@@ -12,9 +12,17 @@ use crate::syscall_table;
 
 pub(super) fn gap_evidence(a: &Analysis, tick: &Sample) -> String {
     let gap_ms = tick.gap_ns as f64 / 1e6;
+    let steal = if tick.gap_steal_ns > 0 {
+        format!(
+            " (the hypervisor took {:.1} ms of it)",
+            tick.gap_steal_ns as f64 / 1e6
+        )
+    } else {
+        String::new()
+    };
     if tick.task.tid == 0 {
         return format!(
-            "no sampler tick for {gap_ms:.1} ms and the CPU was idle after it: no guest-side cause, likely the hypervisor"
+            "no sampler tick for {gap_ms:.1} ms{steal} and the CPU was idle after it: no guest-side cause, likely the hypervisor"
         );
     }
     let place = match (tick.kernel_stack.first(), tick.syscall) {
@@ -27,7 +35,7 @@ pub(super) fn gap_evidence(a: &Analysis, tick: &Sample) -> String {
         (None, _) => "in user mode (no guest-side cause: likely the hypervisor)".into(),
     };
     format!(
-        "no sampler tick for {gap_ms:.1} ms; the first one found {} [{}] {place}",
+        "no sampler tick for {gap_ms:.1} ms{steal}; the first one found {} [{}] {place}",
         tick.task.comm, tick.task.tid
     )
 }
