@@ -94,6 +94,26 @@ static __always_inline struct file *file_of_fd(struct task_struct *task, __u32 f
 	return f;
 }
 
+/* The file behind `fd` of the running task, or NULL: in tp_btf programs
+ * with direct loads down to the fd array (one probe read instead of four:
+ * sys_enter does this for every call that takes an fd). */
+static __always_inline struct file *current_file_of_fd(bool btf, __u32 fd)
+{
+	struct task_struct *task = current_task(btf);
+	struct fdtable *fdt;
+	struct file **slots;
+	struct file *f = NULL;
+
+	if (!btf)
+		return file_of_fd(task, fd);
+	fdt = task->files->fdt;
+	if (!fdt || fd >= fdt->max_fds)
+		return NULL;
+	slots = fdt->fd;
+	bpf_probe_read_kernel(&f, sizeof(f), &slots[fd]);
+	return f;
+}
+
 /* How syscall `nr` names its file (SYSCALL_ARG_*). */
 static __always_inline __u8 syscall_file_arg(__s32 nr)
 {
@@ -112,7 +132,7 @@ static __always_inline __u64 call_fd_file(bool btf, __s32 nr, __u64 arg0, __u64 
 
 	if (how != SYSCALL_ARG_FD0 && how != SYSCALL_ARG_FD1)
 		return 0;
-	return (__u64)file_of_fd(current_task(btf), how == SYSCALL_ARG_FD0 ? arg0 : arg1);
+	return (__u64)current_file_of_fd(btf, how == SYSCALL_ARG_FD0 ? arg0 : arg1);
 }
 
 /* The CPU holds the call; sched_switch moves it to the task's state if

@@ -6,6 +6,8 @@ mod config;
 #[cfg(test)]
 mod fallback_tests;
 mod family;
+#[cfg(test)]
+mod fd_reuse_tests;
 mod features;
 #[cfg(test)]
 mod handler_tests;
@@ -22,6 +24,8 @@ mod refusal;
 mod sampled_tests;
 mod sampler;
 mod session;
+#[cfg(test)]
+mod steal_tests;
 #[cfg(test)]
 mod tests;
 

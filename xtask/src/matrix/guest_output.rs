@@ -45,18 +45,21 @@ pub fn silent_after(console: &str) -> Option<String> {
 }
 
 /// The lockup line of a guest that livelocked in the emulator while kernel text was patched (a
-/// tracepoint's static key switched as programs attach or detach): a soft lockup or an RCU stall,
-/// with a CPU in the int3 handler of the patching, or the stuck CPU on a patchable 5-byte nop
-/// (`0f 1f 44 00 00`, a static key's site). Under TCG a CPU can keep running its stale
+/// tracepoint's static key switched as programs attach or detach): a soft lockup or an RCU stall
+/// (seen by another CPU or by the stuck one itself), with a CPU in the int3 handler of the
+/// patching, or the stuck CPU on a static key's 5-byte site: its nop (`0f 1f 44 00 00`) or the
+/// `jmp` (`e9`) it becomes once the key is on. Under TCG a CPU can keep running its stale
 /// translation of the patched code; on hardware the patch completes in microseconds. Any other
 /// lockup is not this.
 pub fn text_patching_lockup(console: &str) -> Option<String> {
     let lockup = console.lines().find(|line| {
-        line.contains("watchdog: BUG: soft lockup") || line.contains("detected stalls on CPUs")
+        line.contains("watchdog: BUG: soft lockup")
+            || line.contains("detected stalls on CPUs")
+            || line.contains("self-detected stall on CPU")
     })?;
-    let at_patch_site = console
-        .lines()
-        .any(|line| line.contains("Code:") && line.contains("<0f> 1f 44 00 00"));
+    let at_patch_site = console.lines().any(|line| {
+        line.contains("Code:") && (line.contains("<0f> 1f 44 00 00") || line.contains("<e9> "))
+    });
     (console.contains("asm_exc_int3") || at_patch_site).then(|| lockup.trim().to_string())
 }
 
@@ -213,6 +216,22 @@ mod tests {
         );
         assert_eq!(text_patching_lockup(&format!("{stall}{elsewhere}")), None);
         assert_eq!(text_patching_lockup(at_nop), None);
+    }
+
+    /// The PREEMPT_RT guest, under emulation: ksoftirqd/0 stuck on the enabled softirq_entry
+    /// tracepoint's jump, its RCU stall seen by that CPU itself.
+    #[test]
+    fn a_self_detected_rcu_stall_on_a_static_key_s_jump_is_the_emulator_s() {
+        let stall = "[   32.962293] rcu: INFO: rcu_preempt self-detected stall on CPU\n";
+        let at_jump =
+            "[   32.962293] Code: 2d da 31 b7 44 41 89 d5 4c 89 f7 e8 35 4b d5 00 <e9> c2 00 \
+                       00 00 65 44 8b 0d\n";
+        let elsewhere = "[   32.962293] Code: 2d da 31 b7 44 41 89 d5 <f3> 90 eb f0 65 44 8b 0d\n";
+        assert_eq!(
+            text_patching_lockup(&format!("{stall}{at_jump}")).as_deref(),
+            Some("[   32.962293] rcu: INFO: rcu_preempt self-detected stall on CPU")
+        );
+        assert_eq!(text_patching_lockup(&format!("{stall}{elsewhere}")), None);
     }
 
     #[test]

@@ -1,0 +1,115 @@
+//! Real-kernel tests of a slow call whose fd another thread closes and reuses while the call
+//! runs: one thread reads a 64 MiB file in one read() (tens of ms on the CPU, copying it),
+//! another closes that fd meanwhile and opens a new file, which gets the same number. The read
+//! goes on with the file it started on (it holds a reference); stalltop must not name the new
+//! file, which the fd names when the call ends.
+
+use std::os::fd::IntoRawFd;
+use std::time::Duration;
+
+use super::tests::{config, until_clean, Contaminated};
+use super::*;
+use crate::event::{self, Event, FilePath, SlowSyscall};
+
+const FILE_BYTES: usize = 64 << 20;
+/// The other thread closes the fd this long into the read.
+const CLOSE_AFTER: Duration = Duration::from_millis(2);
+
+/// What the reading thread saw.
+struct Read {
+    tid: u32,
+    bytes: usize,
+    /// The new file got the read's fd number while the read ran.
+    reused: bool,
+}
+
+/// Reads `big` whole in one call on one thread, while (if `reuse`) another closes its fd after
+/// CLOSE_AFTER and opens `other`.
+fn read_while_reused(big: &std::path::Path, other: &std::path::Path, reuse: bool) -> Read {
+    let fd = std::fs::File::open(big).unwrap().into_raw_fd();
+    let started = std::sync::Barrier::new(2);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut buf = vec![0u8; FILE_BYTES];
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u32;
+            started.wait();
+            // SAFETY: `buf` is FILE_BYTES long and alive for the call.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), FILE_BYTES) };
+            (tid, n)
+        });
+        started.wait();
+        let reused = reuse && {
+            std::thread::sleep(CLOSE_AFTER);
+            // SAFETY: the fd is ours; the read holds its own reference to the file.
+            unsafe { libc::close(fd) };
+            let new = std::fs::File::create(other).unwrap().into_raw_fd();
+            if new != fd {
+                // SAFETY: `new` is ours, and not `fd` (closed below).
+                unsafe { libc::close(new) };
+            }
+            new == fd
+        };
+        let (tid, n) = reader.join().unwrap();
+        // SAFETY: `fd` is open again (the new file, or still the big one) and ours to close.
+        unsafe { libc::close(fd) };
+        Read {
+            tid,
+            bytes: usize::try_from(n).expect("the read succeeded"),
+            reused,
+        }
+    })
+}
+
+fn slow_read_of(records: &[u8], tid: u32) -> Option<SlowSyscall> {
+    event::decode(records).into_iter().find_map(|e| match e {
+        Ok(Event::Syscall(c)) if c.task.tid == tid && c.nr == libc::SYS_read as u32 => Some(c),
+        _ => None,
+    })
+}
+
+/// One attempt; contaminated when the read ended before the fd could be reused.
+fn read_once(reuse: bool) -> Result<SlowSyscall, Contaminated> {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.dat");
+    std::fs::write(&big, vec![7u8; FILE_BYTES]).unwrap();
+    let other = dir.path().join("new-owner.db");
+    let config = config(AttachMode::TpBtf);
+    let mut storage = ObjectStorage::default();
+    let mut session = Session::start(&config, &mut storage).expect("probes load");
+    let read = read_while_reused(&big, &other, reuse);
+    assert_eq!(read.bytes, FILE_BYTES, "the read went on with its own file");
+    if reuse && !read.reused {
+        return Err(Contaminated("the new file got another fd number".into()));
+    }
+    let records = session.poll(Duration::from_millis(100));
+    let call = slow_read_of(&records, read.tid)
+        .unwrap_or_else(|| panic!("the 64 MiB read was not listed as slow"));
+    if reuse && call.wall_ns < CLOSE_AFTER.as_nanos() as u64 {
+        return Err(Contaminated(format!(
+            "the read ended after {} ns, before the fd was reused",
+            call.wall_ns
+        )));
+    }
+    Ok(call)
+}
+
+/// The same read without the reuse names its file: the test below can tell.
+#[test]
+fn tp_btf_a_slow_read_names_its_file() {
+    let mut call = None;
+    until_clean(|| read_once(false).map(|c| call = Some(c)));
+    let call = call.unwrap();
+    assert!(
+        matches!(&call.path, FilePath::Resolved { path, .. } if path.ends_with("/big.dat")),
+        "{call:?}"
+    );
+}
+
+#[test]
+fn tp_btf_a_slow_read_whose_fd_another_thread_reused_names_no_file() {
+    let mut call = None;
+    until_clean(|| read_once(true).map(|c| call = Some(c)));
+    let call = call.unwrap();
+    assert_eq!(call.path, FilePath::FdReused, "{call:?}");
+}
