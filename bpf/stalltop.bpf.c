@@ -7,6 +7,7 @@
  * family at open time.
  */
 #include "common.bpf.h"
+#include "hardirq.bpf.h"
 #include "sched.bpf.h"
 #include "softirq.bpf.h"
 #include "syscall.bpf.h"
@@ -31,6 +32,7 @@ struct syscall_key _syscall_key = {};
 struct syscall_stats _syscall_stats = {};
 struct syscall_slot _syscall_slot = {};
 struct sample_event _sample_event = {};
+struct hardirq_event _hardirq_event = {};
 struct cpu_state _cpu_state = {};
 struct file_key _file_key = {};
 struct file_time _file_time = {};
@@ -169,6 +171,34 @@ SEC("?raw_tp/softirq_exit")
 int BPF_PROG(raw_softirq_exit, unsigned int vec)
 {
 	COSTED(PROBE_SOFTIRQ_EXIT, on_softirq_exit(vec));
+	return 0;
+}
+
+SEC("?tp_btf/irq_handler_entry")
+int BPF_PROG(btf_irq_handler_entry, int irq, struct irqaction *action)
+{
+	COSTED(PROBE_HARDIRQ_ENTRY, on_hardirq_entry());
+	return 0;
+}
+
+SEC("?raw_tp/irq_handler_entry")
+int BPF_PROG(raw_irq_handler_entry, int irq, struct irqaction *action)
+{
+	COSTED(PROBE_HARDIRQ_ENTRY, on_hardirq_entry());
+	return 0;
+}
+
+SEC("?tp_btf/irq_handler_exit")
+int BPF_PROG(btf_irq_handler_exit, int irq, struct irqaction *action)
+{
+	COSTED(PROBE_HARDIRQ_EXIT, on_hardirq_exit(true, irq, action));
+	return 0;
+}
+
+SEC("?raw_tp/irq_handler_exit")
+int BPF_PROG(raw_irq_handler_exit, int irq, struct irqaction *action)
+{
+	COSTED(PROBE_HARDIRQ_EXIT, on_hardirq_exit(false, irq, action));
 	return 0;
 }
 

@@ -32,7 +32,8 @@ enum record_kind {
 	KIND_SYSCALL = 4,  /* a syscall over the wall or on-CPU threshold */
 	KIND_SAMPLE = 5,   /* a CPU X-ray stack sample that explains a stall */
 	KIND_IRQOFF = 6,   /* a gap between two sampler ticks on one CPU */
-	KIND_MAX = 7,
+	KIND_HARDIRQ = 7,  /* a hardirq handler ran at least hardirq_threshold_ns */
+	KIND_MAX = 8,
 };
 
 /* Slots of the `counters` array map. */
@@ -389,6 +390,8 @@ enum probe_kind {
 	PROBE_SOFTIRQ_RAISE,
 	PROBE_SOFTIRQ_ENTRY,
 	PROBE_SOFTIRQ_EXIT,
+	PROBE_HARDIRQ_ENTRY,
+	PROBE_HARDIRQ_EXIT,
 	PROBE_SYS_ENTER,
 	PROBE_SYS_EXIT,
 	PROBE_CPU_SAMPLE,
@@ -420,7 +423,9 @@ struct cpu_state {
 	/* Record rate limit, per kind: tokens left and when last refilled. */
 	__u32 tokens[KIND_MAX];
 	__u32 current_tid; /* the running task, switched in at current_since */
+	__u32 _pad2;
 	__u64 refilled[KIND_MAX];
+	__u64 hardirq_entered; /* the running hardirq handler began; 0: none runs */
 	struct slice slices[SLICES];
 	/* One slot per thread found in a call: short visitors (the tasks a
 	 * long call yields to) take the others, not the long call's. */
@@ -456,6 +461,17 @@ struct carried_wait {
 	__u32 from_cpu;
 	__u32 migrations;
 	__u32 _pad;
+};
+
+/* KIND_HARDIRQ: the handler `name` of irq `irq` ran run_ns until ts, in
+ * hardirq context (interrupts off), over the task `ctx` it interrupted. */
+struct hardirq_event {
+	struct record_header hdr;
+	__u64 run_ns;
+	__u32 irq;
+	__u32 _pad;
+	__u8 name[COMM_LEN]; /* the irqaction's name, cut to COMM_LEN */
+	struct task_ref ctx;
 };
 
 /* Per-task state (map `tasks` or task storage). Internal to BPF. */

@@ -13,6 +13,7 @@ pub const KIND_SOFTIRQ: u16 = kind(types::record_kind::KIND_SOFTIRQ);
 pub const KIND_SYSCALL: u16 = kind(types::record_kind::KIND_SYSCALL);
 pub const KIND_SAMPLE: u16 = kind(types::record_kind::KIND_SAMPLE);
 pub const KIND_IRQOFF: u16 = kind(types::record_kind::KIND_IRQOFF);
+pub const KIND_HARDIRQ: u16 = kind(types::record_kind::KIND_HARDIRQ);
 pub const KIND_MAX: u16 = kind(types::record_kind::KIND_MAX);
 
 /// Marks ABI structs generated from bpf/stalltop.h as `Plain`.
@@ -44,6 +45,7 @@ plain_abi!(
     types::syscall_slot,
     types::runq_slot,
     types::sample_event,
+    types::hardirq_event,
 );
 
 const HEADER_SIZE: usize = std::mem::size_of::<types::record_header>();
@@ -67,6 +69,7 @@ pub fn kind_name(kind: u16) -> &'static str {
         KIND_SYSCALL => "syscall",
         KIND_SAMPLE => "sample",
         KIND_IRQOFF => "irqoff",
+        KIND_HARDIRQ => "hardirq",
         _ => "unknown",
     }
 }
@@ -202,6 +205,18 @@ pub struct Sample {
     pub user_stack: Vec<u64>,
 }
 
+/// Hardirq handler `handler` of irq `irq` ran `run_ns` until `ts_ns`, interrupts off, over
+/// `ctx`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HardirqRun {
+    pub cpu: u32,
+    pub ts_ns: u64,
+    pub run_ns: u64,
+    pub irq: u32,
+    pub handler: String,
+    pub ctx: TaskRef,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     Runq(RunqWait),
@@ -210,6 +225,7 @@ pub enum Event {
     Syscall(SlowSyscall),
     Sample(Sample),
     Irqoff(Sample),
+    Hardirq(HardirqRun),
 }
 
 /// Softirq vector names, as in /proc/softirqs.
@@ -264,6 +280,7 @@ fn decode_one(header: &types::record_header, record: &[u8]) -> Result<Event, Dec
         KIND_SYSCALL => Ok(Event::Syscall(slow_syscall(exact(header.kind, record)?))),
         KIND_SAMPLE => Ok(Event::Sample(sample(sample_event(header.kind, record)?))),
         KIND_IRQOFF => Ok(Event::Irqoff(sample(sample_event(header.kind, record)?))),
+        KIND_HARDIRQ => Ok(Event::Hardirq(hardirq_run(exact(header.kind, record)?))),
         kind => Err(DecodeError::UnknownKind(kind)),
     }
 }
@@ -429,6 +446,17 @@ fn sample(e: types::sample_event) -> Sample {
         syscall: u32::try_from(e.syscall).ok(),
         kernel_stack: frames(&e.kstack, e.kstack_len),
         user_stack: frames(&e.ustack, e.ustack_len),
+    }
+}
+
+fn hardirq_run(e: types::hardirq_event) -> HardirqRun {
+    HardirqRun {
+        cpu: e.hdr.cpu,
+        ts_ns: e.hdr.ts,
+        run_ns: e.run_ns,
+        irq: e.irq,
+        handler: comm_str(&e.name),
+        ctx: task_ref(&e.ctx),
     }
 }
 

@@ -13,7 +13,7 @@ mod waits;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub use culprits::{path_pattern, CulpritRow};
-pub use report::{Report, RunqRow, StallRow, SyscallRow, ThrottleRow};
+pub use report::{HardirqRow, Report, RunqRow, StallRow, SyscallRow, ThrottleRow};
 pub use stalls::{Stall, StallKind};
 pub use waits::waits_by_design;
 
@@ -145,6 +145,10 @@ impl Analysis {
             Event::Irqoff(s) => {
                 self.last_ts = self.last_ts.max(s.ts_ns);
                 self.stalls.irqoff(&s);
+            }
+            Event::Hardirq(h) => {
+                self.last_ts = self.last_ts.max(h.ts_ns);
+                self.stalls.hardirq(&h);
             }
         }
     }

@@ -11,6 +11,8 @@ mod fd_reuse_tests;
 mod features;
 #[cfg(test)]
 mod handler_tests;
+#[cfg(test)]
+mod hardirq_tests;
 mod libbpf_log;
 mod loader;
 mod maps;
@@ -29,7 +31,7 @@ mod steal_tests;
 #[cfg(test)]
 mod tests;
 
-pub use config::DEFAULT_SAMPLE_HZ;
+pub use config::{DEFAULT_SAMPLE_HZ, HARDIRQ_THRESHOLD_NS};
 pub use features::KernelFeatures;
 pub use libbpf_log::install as route_libbpf_logs;
 pub use loader::{AttachMode, ObjectStorage, ProbeConfig, SyscallMode};

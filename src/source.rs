@@ -253,6 +253,7 @@ fn event_cgroups(e: &Event) -> Vec<u64> {
         Event::Softirq(s) => vec![s.ctx.cgroup],
         Event::Syscall(s) => vec![s.task.cgroup],
         Event::Sample(s) | Event::Irqoff(s) => vec![s.task.cgroup],
+        Event::Hardirq(h) => vec![h.ctx.cgroup],
     }
 }
 
@@ -316,6 +317,7 @@ pub fn probe_config(
         stall_threshold_ns: args.threshold.as_nanos() as u64,
         syscall_wall_threshold_ns: args.syscall_threshold.as_nanos() as u64,
         syscall_oncpu_threshold_ns: args.syscall_oncpu_threshold.as_nanos() as u64,
+        hardirq_threshold_ns: probe::HARDIRQ_THRESHOLD_NS,
         sample_hz: args.sample_hz,
         record_rate: args.record_rate,
         syscalls: args.syscall_mode(),

@@ -5,7 +5,9 @@
 
 use super::format;
 use super::pane::Pane;
-use super::tables::{culprit_chain, kind_label, kind_tone, throttle_text, waited_text, Rows};
+use super::tables::{
+    culprit_chain, hardirq_text, kind_label, kind_tone, throttle_text, waited_text, Rows,
+};
 use super::view::{Line, Segment, Tone};
 use crate::model::{Report, RunqRow, StallKind, StallRow};
 
@@ -205,6 +207,11 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
         return lines;
     }
     lines.push(heading("Culprit"));
+    if let Some(h) = &stall.hardirq {
+        lines.push(field("", hardirq_text(h)));
+        lines.push(field("", "with interrupts off: no task held the CPU"));
+        return lines;
+    }
     let Some(c) = &stall.culprit else {
         lines.push(field(
             "",

@@ -125,6 +125,7 @@ fn entry_time(entry: &Entry) -> Option<u64> {
                 Event::Softirq(s) => s.ts_ns,
                 Event::Syscall(s) => s.ts_ns,
                 Event::Sample(s) | Event::Irqoff(s) => s.ts_ns,
+                Event::Hardirq(h) => h.ts_ns,
             })
             .max(),
         Entry::Kernel(k) => Some(k.ts_ns),

@@ -7,7 +7,9 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 
 use super::fixtures::{self, MS, S, START};
 use super::*;
-use crate::event::testing::{migrated_runq_record, runq_record, task};
+use crate::event::testing::{
+    hardirq_record, migrated_runq_record, runq_record, sample_record, task,
+};
 use crate::event::KIND_RUNQ;
 
 fn press(app: &mut App, code: KeyCode) {
@@ -305,6 +307,28 @@ fn the_details_of_a_wait_moved_between_cpus_say_where_it_began() {
         "meanwhile hog0[400] held a CPU it waited on",
         "began on CPU 0, moved 1 time(s) before it ran on CPU 1",
         "37ms",
+    ] {
+        assert!(text.contains(expected), "{expected} missing in\n{text}");
+    }
+}
+
+#[test]
+fn a_gap_a_hardirq_handler_ran_names_the_handler_in_the_feed_and_the_details() {
+    let mut app = live_app();
+    let records = [
+        hardirq_record(1, START + S, 15 * MS, 25, "eth0-rx-0", task(300, "api", 2)),
+        sample_record(1, START + S + MS, task(300, "api", 2), None, 20 * MS, &[]),
+    ]
+    .concat();
+    app.update(Msg::Entry(Box::new(Entry::Records(records))));
+    app.update(Msg::Tick {
+        now_ns: START + 2 * S,
+    });
+    press(&mut app, KeyCode::Enter);
+    let text = overlay_text(&app);
+    for expected in [
+        "hardirq handler eth0-rx-0 (irq 25) ran 15ms",
+        "with interrupts off: no task held the CPU",
     ] {
         assert!(text.contains(expected), "{expected} missing in\n{text}");
     }

@@ -175,6 +175,32 @@ pub fn syscall_record(
     unsafe { plain::as_bytes(&e) }.to_vec()
 }
 
+/// Hardirq handler `name` of irq `irq` ran `run_ns` until `ts` over `ctx`.
+pub fn hardirq_record(
+    cpu: u32,
+    ts: u64,
+    run_ns: u64,
+    irq: u32,
+    name: &str,
+    ctx: types::task_ref,
+) -> Vec<u8> {
+    let mut e = types::hardirq_event {
+        hdr: header(
+            KIND_HARDIRQ,
+            std::mem::size_of::<types::hardirq_event>(),
+            cpu,
+            ts,
+        ),
+        run_ns,
+        irq,
+        ctx,
+        ..Default::default()
+    };
+    e.name[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: hardirq_event is Plain (see above).
+    unsafe { plain::as_bytes(&e) }.to_vec()
+}
+
 /// The first tick after a gap of `gap_ns`, `steal_ns` of which the hypervisor took the vCPU.
 pub fn stolen_gap_record(
     cpu: u32,

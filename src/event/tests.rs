@@ -158,6 +158,26 @@ fn a_gap_says_how_much_of_it_the_hypervisor_took_and_older_records_say_none() {
 }
 
 #[test]
+fn a_long_hardirq_handler_is_named_with_its_irq_and_the_task_it_interrupted() {
+    let bytes = hardirq_record(
+        0,
+        90_000_000,
+        12_000_000,
+        25,
+        "virtio0-input.0",
+        task(42, "api", 7),
+    );
+    let events = decode(&bytes);
+    let [Ok(Event::Hardirq(h))] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        (h.irq, h.handler.as_str(), h.run_ns, h.ctx.comm.as_str()),
+        (25, "virtio0-input.0", 12_000_000, "api")
+    );
+}
+
+#[test]
 fn unknown_kinds_are_skipped_and_damage_ends_the_buffer() {
     let mut bytes = Vec::new();
     let unknown = header(200, 24, 0, 1);

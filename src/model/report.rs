@@ -79,6 +79,18 @@ pub struct StallRow {
     /// waits merged into the stall can make it longer than the gap).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<GapRow>,
+    /// irqoff stalls that hardirq handlers ran most of: the longest handler run (no task
+    /// culprit then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardirq: Option<HardirqRow>,
+}
+
+/// A hardirq handler's run: `handler` (its irqaction's name) of irq `irq`, `run_ns` long.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct HardirqRow {
+    pub irq: u32,
+    pub handler: String,
+    pub run_ns: u64,
 }
 
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,9 @@
 use super::report::MigratedRow;
 use super::tests::{analyse, MS, NOISY, ROOT, VICTIM};
 use super::*;
+use crate::event::testing::{hardirq_record, sample_record, softirq_record};
 use crate::event::testing::{migrated_runq_record, runq_record, task, throttled_runq_record};
-use crate::event::testing::{sample_record, softirq_record, stolen_gap_record, syscall_record};
+use crate::event::testing::{stolen_gap_record, syscall_record};
 use crate::event::KIND_RUNQ;
 use crate::event::KIND_TAKEOVER;
 use crate::histogram::Histogram;
@@ -266,6 +267,44 @@ fn a_gap_the_hypervisor_took_does_not_make_a_wait_irqs_off() {
         evidence.contains("no sampler tick for 60.0 ms (the hypervisor took 48.0 ms of it)"),
         "{evidence}"
     );
+}
+
+/// A gap that a long hardirq handler ran most of is the handler's, not the task it
+/// interrupted, whether the handler's record comes before the gap's or after; a handler that
+/// ran a small part of a gap leaves the task its culprit.
+#[test]
+fn a_gap_a_hardirq_handler_ran_names_the_handler_not_the_interrupted_task() {
+    let gap = || sample_record(CPU, 1_020 * MS, task(400, "api", ROOT), None, 20 * MS, &[]);
+    let handler = |run_ms: u64| {
+        hardirq_record(
+            CPU,
+            1_019 * MS,
+            run_ms * MS,
+            25,
+            "eth0-rx-0",
+            task(400, "api", ROOT),
+        )
+    };
+    for records in [[handler(15), gap()].concat(), [gap(), handler(15)].concat()] {
+        let r = analyse_records(records, None);
+        let s = &r.stalls[0];
+        assert_eq!(s.kind, StallKind::Irqoff);
+        assert_eq!(s.culprit, None, "{s:#?}");
+        let h = s.hardirq.as_ref().expect("the handler is named");
+        assert_eq!(
+            (h.irq, h.handler.as_str(), h.run_ns),
+            (25, "eth0-rx-0", 15 * MS)
+        );
+        let evidence = s.evidence.as_deref().unwrap_or_default();
+        assert!(
+            evidence.contains("the hardirq handler eth0-rx-0 (irq 25) ran 15.0 ms of it"),
+            "{evidence}"
+        );
+    }
+    let r = analyse_records([handler(2), gap()].concat(), None);
+    let s = &r.stalls[0];
+    assert_eq!(s.hardirq, None);
+    assert_eq!(s.culprit.as_ref().map(|c| c.comm.as_str()), Some("api"));
 }
 
 /// Case 5: fadvise64 is the top syscall by kernel time, with its file and

@@ -9,7 +9,9 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::event::{RunqWait, Sample, SlowSyscall, SoftirqDelay, TaskRef, WaitMigrated};
+use crate::event::{
+    HardirqRun, RunqWait, Sample, SlowSyscall, SoftirqDelay, TaskRef, WaitMigrated,
+};
 
 /// Stalls kept by default (oldest dropped first).
 pub const MAX_STALLS: usize = 50_000;
@@ -17,6 +19,10 @@ pub const MAX_STALLS: usize = 50_000;
 const OPEN_PER_CPU: usize = 64;
 /// Samples kept per CPU to attach to stalls that end later.
 const RECENT_SAMPLES_PER_CPU: usize = 4_000;
+/// Hardirq handler runs kept per CPU to explain gaps reported after them.
+const RECENT_HARDIRQS_PER_CPU: usize = 256;
+/// Handler runs kept per stall.
+const HARDIRQS_PER_STALL: usize = 16;
 /// Slow calls kept to enrich stalls that are reported after the call ended.
 const RECENT_CALLS: usize = 4_096;
 /// Stack samples kept per stall.
@@ -122,11 +128,22 @@ pub struct Stall {
     /// For irqs-off gaps: the first sampler tick after the gap, the only
     /// evidence of what the CPU was doing (or that the host did not run it).
     pub first_tick: Option<Sample>,
+    /// Long hardirq handler runs inside the interval.
+    pub hardirqs: Vec<HardirqRun>,
 }
 
 impl Stall {
     pub fn duration_ns(&self) -> u64 {
         self.end_ns - self.start_ns
+    }
+
+    /// The longest handler run, when hardirq handlers ran at least half of the stall's gaps
+    /// (the stall is irqs-off for their sake, not the interrupted task's).
+    pub fn hardirq_cause(&self) -> Option<&HardirqRun> {
+        let ran: u64 = self.hardirqs.iter().map(|h| h.run_ns).sum();
+        (self.kind == StallKind::Irqoff && ran > 0 && ran * 2 >= self.gap_ns)
+            .then(|| self.hardirqs.iter().max_by_key(|h| h.run_ns))
+            .flatten()
     }
 }
 
@@ -141,6 +158,8 @@ enum Strength {
     /// The task that held the CPU while ksoftirqd waited, or the first
     /// tick after an irqs-off gap.
     Held,
+    /// Hardirq handlers ran most of the stall's gaps: no task held the CPU.
+    Hardirq,
 }
 
 /// One signal, normalized.
@@ -166,6 +185,7 @@ pub struct StallTracker {
     /// cpu -> ids of its most recent stalls
     open: HashMap<u32, VecDeque<u64>>,
     recent_samples: HashMap<u32, VecDeque<Sample>>,
+    recent_hardirqs: HashMap<u32, VecDeque<HardirqRun>>,
     recent_calls: VecDeque<SlowSyscall>,
 }
 
@@ -177,6 +197,7 @@ impl StallTracker {
             next_id: 0,
             open: HashMap::new(),
             recent_samples: HashMap::new(),
+            recent_hardirqs: HashMap::new(),
             recent_calls: VecDeque::new(),
         }
     }
@@ -308,6 +329,26 @@ impl StallTracker {
         }
     }
 
+    /// A long hardirq handler run: kept to explain the gaps it falls in, and given to the
+    /// known stalls it overlaps.
+    pub fn hardirq(&mut self, h: &HardirqRun) {
+        let recent = self.recent_hardirqs.entry(h.cpu).or_default();
+        if recent.len() == RECENT_HARDIRQS_PER_CPU {
+            recent.pop_front();
+        }
+        recent.push_back(h.clone());
+        let start = h.ts_ns.saturating_sub(h.run_ns);
+        let ids = self.open.get(&h.cpu).cloned().unwrap_or_default();
+        for id in ids {
+            if self
+                .get(id)
+                .is_some_and(|s| start <= s.end_ns && s.start_ns <= h.ts_ns)
+            {
+                self.complete(id);
+            }
+        }
+    }
+
     /// A slow call: completes the culprit of stalls it was running in.
     pub fn syscall(&mut self, call: &SlowSyscall) {
         if self.recent_calls.len() == RECENT_CALLS {
@@ -390,6 +431,7 @@ impl StallTracker {
             signals: 0,
             samples: Vec::new(),
             first_tick: None,
+            hardirqs: Vec::new(),
         });
         let ids = self.open.entry(cpu).or_default();
         if ids.len() == OPEN_PER_CPU {
@@ -477,13 +519,23 @@ impl StallTracker {
         }
     }
 
-    /// Pull in the samples and the finished call that the (possibly grown)
-    /// interval now covers.
+    /// Pull in the samples, hardirq runs and the finished call that the (possibly grown)
+    /// interval now covers; handlers that ran most of its gaps take the blame from the task
+    /// they interrupted.
     fn complete(&mut self, id: u64) {
         let Some(stall) = self.get(id) else {
             return;
         };
         let (cpu, start, end) = (stall.cpu, stall.start_ns, stall.end_ns);
+        let hardirqs: Vec<HardirqRun> = self
+            .recent_hardirqs
+            .get(&cpu)
+            .into_iter()
+            .flatten()
+            .filter(|h| h.ts_ns.saturating_sub(h.run_ns) <= end && start <= h.ts_ns)
+            .take(HARDIRQS_PER_STALL)
+            .cloned()
+            .collect();
         let have: Vec<u64> = stall.samples.iter().map(|s| s.ts_ns).collect();
         let samples: Vec<Sample> = self
             .recent_samples
@@ -509,6 +561,15 @@ impl StallTracker {
             }
         }
         stall.samples.sort_by_key(|s| s.ts_ns);
+        stall.hardirqs = hardirqs;
+        if stall.hardirq_cause().is_some() {
+            stall.culprit = None;
+            stall.strength = Strength::Hardirq;
+            stall.culprit_weights.clear();
+        } else if stall.strength == Strength::Hardirq {
+            // Waits merged in since made it another kind: their holders may name it again.
+            stall.strength = Strength::None;
+        }
         if let (Some(culprit), Some(call)) = (&mut stall.culprit, call) {
             if culprit.call.is_none() {
                 attach_call(culprit, &call);

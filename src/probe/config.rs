@@ -44,6 +44,9 @@ impl SyscallMode {
 /// in step with the ticks, which then find it, and never whoever runs in
 /// between.
 pub const DEFAULT_SAMPLE_HZ: u32 = 723;
+/// A hardirq handler this long keeps its CPU's interrupts off long enough to matter: a
+/// healthy one takes microseconds.
+pub const HARDIRQ_THRESHOLD_NS: u64 = 1_000_000;
 
 /// What the probes are told before they load.
 #[derive(Clone, Debug)]
@@ -54,6 +57,8 @@ pub struct ProbeConfig {
     pub stall_threshold_ns: u64,
     pub syscall_wall_threshold_ns: u64,
     pub syscall_oncpu_threshold_ns: u64,
+    /// A hardirq handler that runs this long is reported.
+    pub hardirq_threshold_ns: u64,
     /// CPU X-ray sampling rate; 0 turns the sampler off.
     pub sample_hz: u32,
     /// Records per second per CPU and kind before the kernel side samples.
@@ -112,6 +117,7 @@ mod tests {
             stall_threshold_ns: 10_000_000,
             syscall_wall_threshold_ns: 10_000_000,
             syscall_oncpu_threshold_ns: 1_000_000,
+            hardirq_threshold_ns: HARDIRQ_THRESHOLD_NS,
             sample_hz,
             record_rate: 1000,
             syscalls,

@@ -108,6 +108,8 @@ fn raw_tp_programs_call_no_btf_only_helper() {
     let raw = calls_of(AttachMode::RawTp);
     let families = [
         "raw_cpu_sample",
+        "raw_irq_handler_entry",
+        "raw_irq_handler_exit",
         "raw_sched_migrate_task",
         "raw_sched_process_exit",
         "raw_sched_switch",

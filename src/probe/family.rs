@@ -12,7 +12,8 @@ pub enum ProbeFamily {
     /// sched_switch, sched_migrate_task, sched_process_exit (and
     /// sched_wakeup[_new] without sched_info).
     Sched,
-    /// softirq_raise, softirq_entry, softirq_exit.
+    /// softirq_raise, softirq_entry, softirq_exit, irq_handler_entry,
+    /// irq_handler_exit.
     Softirq,
     /// The CPU X-ray on a cpu-clock perf event.
     Sampler,
@@ -36,7 +37,8 @@ impl ProbeFamily {
             }
             ProbeFamily::Sched => "there is nothing to show without it",
             ProbeFamily::Softirq => {
-                "softirq delays, NET_RX stalls and stolen softirq time are lost"
+                "softirq delays, NET_RX stalls, stolen softirq time and long hardirq \
+                 handlers are lost"
             }
             ProbeFamily::Sampler => {
                 "kernel stacks of stalls, irqs-off gaps and sampled syscalls are lost"
@@ -116,12 +118,16 @@ pub(super) fn enable_programs(
             if btf {
                 enable(&mut p.btf_softirq_raise);
                 enable(&mut p.btf_softirq_entry);
+                enable(&mut p.btf_irq_handler_entry);
+                enable(&mut p.btf_irq_handler_exit);
                 if exit {
                     enable(&mut p.btf_softirq_exit);
                 }
             } else {
                 enable(&mut p.raw_softirq_raise);
                 enable(&mut p.raw_softirq_entry);
+                enable(&mut p.raw_irq_handler_entry);
+                enable(&mut p.raw_irq_handler_exit);
                 if exit {
                     enable(&mut p.raw_softirq_exit);
                 }

@@ -315,6 +315,7 @@ fn configure(
     rodata.preempt_count_from_rq = config.features.preempt_count_from_rq.unwrap_or(0);
     rodata.steal_time_from_rq = config.features.steal_time_from_rq.unwrap_or(0);
     rodata.irqoff_threshold_ns = config.stall_threshold_ns;
+    rodata.hardirq_threshold_ns = config.hardirq_threshold_ns;
     rodata.syscalls_hooked = u8::from(syscalls_hooked);
     rodata.syscalls_sampled =
         u8::from(config.syscalls == SyscallMode::Sampled && config.sample_hz > 0);

@@ -29,6 +29,7 @@ pub(super) fn config(attach: AttachMode) -> ProbeConfig {
         stall_threshold_ns: 10_000_000,
         syscall_wall_threshold_ns: 10_000_000,
         syscall_oncpu_threshold_ns: 1_000_000,
+        hardirq_threshold_ns: HARDIRQ_THRESHOLD_NS,
         sample_hz: DEFAULT_SAMPLE_HZ,
         record_rate: 1000,
         syscalls: SyscallMode::Exact,

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::views::{ContainerView, CulpritView};
 use crate::app::format;
 use crate::app::view::{Segment, Tone};
-use crate::model::{Report, RunqRow, StallKind, StallRow, SyscallRow};
+use crate::model::{HardirqRow, Report, RunqRow, StallKind, StallRow, SyscallRow};
 
 pub fn kind_tone(kind: StallKind) -> Tone {
     match kind {
@@ -65,10 +65,23 @@ pub fn throttle_text(stall: &StallRow) -> Option<String> {
     Some(format!("throttled by {whose} CPU quota{quota}"))
 }
 
+/// A hardirq handler that ran most of a gap: "hardirq handler eth0-rx (irq 25) ran 12ms".
+pub fn hardirq_text(h: &HardirqRow) -> String {
+    format!(
+        "hardirq handler {} (irq {}) ran {}",
+        h.handler,
+        h.irq,
+        format::duration(h.run_ns)
+    )
+}
+
 /// Who held the CPU, as a chain: task, container, syscall, file, on-CPU.
 pub fn culprit_chain(stall: &StallRow) -> String {
     if let Some(throttle) = throttle_text(stall) {
         return throttle;
+    }
+    if let Some(h) = &stall.hardirq {
+        return hardirq_text(h);
     }
     let Some(c) = &stall.culprit else {
         if stall.waited.cpu_idle {

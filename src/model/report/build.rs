@@ -98,10 +98,18 @@ pub(in crate::model) fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
                 period_us,
             }),
         throttled_cgroup,
-        evidence: s.first_tick.as_ref().map(|t| gap_evidence(a, t)),
+        evidence: s
+            .first_tick
+            .as_ref()
+            .map(|t| gap_evidence(a, t, s.hardirq_cause())),
         gap: s.first_tick.as_ref().map(|t| GapRow {
             start_ns: t.ts_ns.saturating_sub(t.gap_ns),
             duration_ns: t.gap_ns,
+        }),
+        hardirq: s.hardirq_cause().map(|h| HardirqRow {
+            irq: h.irq,
+            handler: h.handler.clone(),
+            run_ns: h.run_ns,
         }),
     }
 }

@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 
 use super::CulpritDetail;
-use crate::event::Sample;
+use crate::event::{HardirqRun, Sample};
 use crate::model::stalls::Culprit;
 use crate::model::Analysis;
 use crate::syscall_table;
 
-pub(super) fn gap_evidence(a: &Analysis, tick: &Sample) -> String {
+pub(super) fn gap_evidence(a: &Analysis, tick: &Sample, hardirq: Option<&HardirqRun>) -> String {
     let gap_ms = tick.gap_ns as f64 / 1e6;
     let steal = if tick.gap_steal_ns > 0 {
         format!(
@@ -20,6 +20,17 @@ pub(super) fn gap_evidence(a: &Analysis, tick: &Sample) -> String {
     } else {
         String::new()
     };
+    if let Some(h) = hardirq {
+        return format!(
+            "no sampler tick for {gap_ms:.1} ms{steal}: the hardirq handler {} (irq {}) ran {:.1} \
+             ms of it, interrupts off, over {} [{}]",
+            h.handler,
+            h.irq,
+            h.run_ns as f64 / 1e6,
+            h.ctx.comm,
+            h.ctx.tid
+        );
+    }
     if tick.task.tid == 0 {
         return format!(
             "no sampler tick for {gap_ms:.1} ms{steal} and the CPU was idle after it: no guest-side cause, likely the hypervisor"
