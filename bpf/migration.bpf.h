@@ -122,23 +122,27 @@ static __always_inline void carried_holder_weigh(bool btf, struct carried_wait *
 						 __u64 from, __u64 now)
 {
 	__u64 found = wait_holder(cs, from, now, tid);
-	__u64 held = found >> HOLDER_INDEX_BITS;
-	__u32 index = found & HOLDER_INDEX_MASK, kthread = 0;
+	__u64 held = holder_held_ns(found);
+	__u32 kthread = 0;
 	struct task_ref holder = {};
+	int index;
 
 	if (!held)
 		return;
+	index = slice_of(cs, holder_tid(found));
 	if (index == HOLDER_OPEN) {
 		struct task_struct *curr = FIELD(btf, rq, curr);
 
 		/* The CPU may have switched since it was weighed. */
-		if (!curr || FIELD(btf, curr, pid) != cs->current_tid)
+		if (!curr || FIELD(btf, curr, pid) != holder_tid(found))
 			return;
-		if (cs->current_tid)
+		if (holder_tid(found))
 			task_ref_fill(btf, &holder, curr);
 		kthread = !!(FIELD(btf, curr, flags) & PF_KTHREAD);
-	} else {
+	} else if (index >= 0 && index < SLICES) {
 		slice_holder(cs, index, &holder, &kthread);
+	} else {
+		return;
 	}
 	if (cw->held_ns && holder.tid == cw->holder.tid) {
 		cw->held_ns += held;

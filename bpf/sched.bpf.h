@@ -129,6 +129,9 @@ static __always_inline __u64 steal_clock(bool btf, struct rq *rq)
 	return FIELD(btf, r, prev_steal_time_rq);
 }
 
+/* Slices the steal clock is interpolated between. */
+#define STEAL_SLICES 8
+
 /* Slices further apart than this are not interpolated between (and the
  * product below stays far from overflow). */
 #define STEAL_SPAN_MAX_NS 4000000000ULL
@@ -163,11 +166,13 @@ __noinline __u64 steal_during(struct cpu_state *cs, __u64 start, __u64 now, __u6
 	if (!cs)
 		return 0;
 
-	for (i = 0; i < SLICES; i++) {
-		steal_point(cs->slices[i].start, cs->slices[i].steal_start, start, &lo_t, &lo_s,
-			    &hi_t, &hi_s);
-		steal_point(cs->slices[i].end, cs->slices[i].steal_end, start, &lo_t, &lo_s, &hi_t,
-			    &hi_s);
+	/* The latest STEAL_SLICES slices only: each one doubles the paths the
+	 * verifier walks here. */
+	for (i = 0; i < STEAL_SLICES; i++) {
+		struct slice *sl = &cs->slices[(cs->next_slice - 1 - i) & (SLICES - 1)];
+
+		steal_point(sl->start, sl->steal_start, start, &lo_t, &lo_s, &hi_t, &hi_s);
+		steal_point(sl->end, sl->steal_end, start, &lo_t, &lo_s, &hi_t, &hi_s);
 	}
 	/* Steal beyond the elapsed time: a slot from before the first read. */
 	if (!lo_t || hi_t == lo_t || hi_t - lo_t > STEAL_SPAN_MAX_NS || hi_s < lo_s ||
@@ -220,7 +225,8 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	__u32 next_tid = FIELD(btf, next, pid);
 	/* The open slice is the waiter's own, just begun: it counts nothing. */
 	__u64 found = wait_holder(cs, here_since, now, next_tid);
-	__u64 held = found >> HOLDER_INDEX_BITS;
+	__u64 held = holder_held_ns(found);
+	int i = held ? slice_of(cs, holder_tid(found)) : -1;
 	struct task_ref holder = {};
 	__s32 held_syscall = -1;
 	__u64 held_since = 0;
@@ -232,8 +238,8 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	if (cs->next_throttle && FIELD(btf, next, prio) >= MAX_RT_PRIO)
 		wait_throttle_judge(cs, task_leaf(next), task_group_entity(next), now - wait, now);
 
-	if (held) {
-		slice_holder(cs, found & HOLDER_INDEX_MASK, &holder, &kthread);
+	if (i >= 0 && i < SLICES) {
+		slice_holder(cs, i, &holder, &kthread);
 	} else {
 		holder.pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
 		holder.tid = prev_tid;

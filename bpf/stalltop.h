@@ -189,7 +189,11 @@ enum syscall_arg_how {
 	SYSCALL_ARG_FD1 = 2,   /* arg 1 is a file descriptor */
 	SYSCALL_ARG_PATH0 = 3, /* arg 0 is a user path string */
 	SYSCALL_ARG_PATH1 = 4, /* arg 1 is a user path string */
-	SYSCALL_ARG_MASK = 0x1f,
+	SYSCALL_ARG_MASK = 0x0f,
+	/* Flag: the call locks its file's position (fdget_pos: read, write,
+	 * lseek, getdents ...) while it runs, whenever its fd table is shared
+	 * with another thread (the file's f_pos_lock, owned by the caller). */
+	SYSCALL_LOCKS_POS = 0x10,
 	/* Flag: a read that sleeps by design when its fd is a socket, pipe or
 	 * character device (it waits for the other end). */
 	SYSCALL_WAITS_ON_STREAM = 0x20,
@@ -295,6 +299,8 @@ struct slice {
 	/* the vCPU's steal clock at start and end (see steal_clock) */
 	__u64 steal_start;
 	__u64 steal_end;
+	/* softirq time that ran inside it (the CPU's, not the task's) */
+	__u64 softirq_ns;
 	__u64 cgroup;
 	__u32 pid;
 	__u32 tid;
@@ -354,8 +360,9 @@ struct sampled_call {
 };
 
 /* The last SLICES slices of at least SLICE_MIN_NS on a CPU: whoever held
- * the CPU longest during a wait is its culprit. */
-#define SLICES 8
+ * the CPU longest during a wait is its culprit (32 slices of a 3 ms
+ * scheduler slice cover the last 96 ms of a wait). */
+#define SLICES 32
 #define SLICE_MIN_NS 250000
 
 /* A CFS quota throttle seen on this CPU (cpu_state.throttles): from the

@@ -115,6 +115,12 @@ __noinline int sampled_file_begin(__u32 slot)
 		       how == SYSCALL_ARG_FD0 ? s->arg0 : s->arg1);
 	if (!f)
 		return 0;
+	/* Another thread closed the fd and reused it before this first tick:
+	 * the call's file is unknown, and `f` gets none of its time. */
+	if (fd_reused_under_call((__u64)f, s->nr)) {
+		s->path_ready = path_buf_mark_reused(1 + slot) ? 1 : 2;
+		return 0;
+	}
 	s->file.cgroup = s->task.cgroup;
 	s->file.nr = s->nr;
 	s->file.inode = BPF_CORE_READ(f, f_inode, i_ino);

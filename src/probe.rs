@@ -13,6 +13,8 @@ mod features;
 mod handler_tests;
 #[cfg(test)]
 mod hardirq_tests;
+#[cfg(test)]
+mod holder_tests;
 mod libbpf_log;
 mod loader;
 mod maps;

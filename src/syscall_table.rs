@@ -24,6 +24,20 @@ pub enum FileArg {
 const WAITS_FLAG: u8 = syscall_arg_how::SYSCALL_WAITS.0 as u8;
 const WAITS_ON_STREAM_FLAG: u8 = syscall_arg_how::SYSCALL_WAITS_ON_STREAM.0 as u8;
 const WAITS_FOR_LOCK_FLAG: u8 = syscall_arg_how::SYSCALL_WAITS_FOR_LOCK.0 as u8;
+const LOCKS_POS_FLAG: u8 = syscall_arg_how::SYSCALL_LOCKS_POS.0 as u8;
+
+/// Calls that lock their file's position while they run when another thread shares the fd
+/// table (fdget_pos; SYSCALL_LOCKS_POS): the sampler tells by that lock whether the fd still
+/// names the call's file.
+const POSITION_LOCKERS: &[&str] = &[
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "lseek",
+    "getdents64",
+    "getdents",
+];
 
 /// Reads that sleep by design on a socket, pipe or terminal (SYSCALL_WAITS_ON_STREAM): the
 /// BPF side looks at the fd's file only for a call over the wall threshold.
@@ -252,6 +266,7 @@ impl Abi {
             (WAITS_FLAG, self.waits().collect::<Vec<_>>()),
             (WAITS_ON_STREAM_FLAG, STREAM_READS.to_vec()),
             (WAITS_FOR_LOCK_FLAG, LOCK_WAITS.to_vec()),
+            (LOCKS_POS_FLAG, POSITION_LOCKERS.to_vec()),
         ];
         for (flag, names) in flagged {
             for name in names {
@@ -288,13 +303,16 @@ mod tests {
         assert_eq!(X86_64.name(100_000), "syscall_100000");
         let table = X86_64.file_arg_table();
         let of = |s: Sysno| table[s.id() as usize];
-        assert_eq!(of(Sysno::read), FileArg::Fd0 as u8 | WAITS_ON_STREAM_FLAG);
+        assert_eq!(
+            of(Sysno::read),
+            FileArg::Fd0 as u8 | WAITS_ON_STREAM_FLAG | LOCKS_POS_FLAG
+        );
         assert_eq!(of(Sysno::fcntl), FileArg::Fd0 as u8 | WAITS_FOR_LOCK_FLAG);
         assert_eq!(of(Sysno::flock), FileArg::Fd0 as u8 | WAITS_FLAG);
         assert_eq!(of(Sysno::vfork), WAITS_FLAG);
         assert_eq!(of(Sysno::fadvise64), FileArg::Fd0 as u8);
-        assert_eq!(of(Sysno::getdents64), FileArg::Fd0 as u8);
-        assert_eq!(of(Sysno::getdents), FileArg::Fd0 as u8);
+        assert_eq!(of(Sysno::getdents64), FileArg::Fd0 as u8 | LOCKS_POS_FLAG);
+        assert_eq!(of(Sysno::getdents), FileArg::Fd0 as u8 | LOCKS_POS_FLAG);
         assert_eq!(of(Sysno::open), FileArg::Path0 as u8);
         assert_eq!(of(Sysno::openat), FileArg::Path1 as u8);
         assert_eq!(of(Sysno::newfstatat), FileArg::Path1 as u8);
@@ -308,11 +326,15 @@ mod tests {
         // Numbers of the generic table (asm-generic/unistd.h, 64-bit).
         let table = AARCH64.file_arg_table();
         for (nr, name, expected) in [
-            (63, "read", FileArg::Fd0 as u8 | WAITS_ON_STREAM_FLAG),
+            (
+                63,
+                "read",
+                FileArg::Fd0 as u8 | WAITS_ON_STREAM_FLAG | LOCKS_POS_FLAG,
+            ),
             (25, "fcntl", FileArg::Fd0 as u8 | WAITS_FOR_LOCK_FLAG),
             (128, "restart_syscall", WAITS_FLAG),
             (223, "fadvise64", FileArg::Fd0 as u8),
-            (61, "getdents64", FileArg::Fd0 as u8),
+            (61, "getdents64", FileArg::Fd0 as u8 | LOCKS_POS_FLAG),
             (56, "openat", FileArg::Path1 as u8),
             (79, "newfstatat", FileArg::Path1 as u8),
             (80, "fstat", FileArg::Fd0 as u8),

@@ -2,7 +2,9 @@
 //! runs: one thread reads a 64 MiB file in one read() (tens of ms on the CPU, copying it),
 //! another closes that fd meanwhile and opens a new file, which gets the same number. The read
 //! goes on with the file it started on (it holds a reference); stalltop must not name the new
-//! file, which the fd names when the call ends.
+//! file, which the fd names when the call ends: exact mode compares the fd's file at entry and
+//! exit; sampled mode, which first sees the call at a sampler tick, tells by the position lock
+//! such a read holds on its own file.
 
 use std::os::fd::IntoRawFd;
 use std::time::Duration;
@@ -12,8 +14,9 @@ use super::*;
 use crate::event::{self, Event, FilePath, SlowSyscall};
 
 const FILE_BYTES: usize = 64 << 20;
-/// The other thread closes the fd this long into the read.
-const CLOSE_AFTER: Duration = Duration::from_millis(2);
+/// The other thread closes the fd this long into the read: in sampled mode mostly before the
+/// first tick finds the call (the sampler's period is 1.4 ms).
+const CLOSE_AFTER: Duration = Duration::from_micros(200);
 
 /// What the reading thread saw.
 struct Read {
@@ -55,7 +58,7 @@ fn read_while_reused(big: &std::path::Path, other: &std::path::Path, reuse: bool
         unsafe { libc::close(fd) };
         Read {
             tid,
-            bytes: usize::try_from(n).expect("the read succeeded"),
+            bytes: usize::try_from(n).unwrap_or(0),
             reused,
         }
     })
@@ -69,19 +72,28 @@ fn slow_read_of(records: &[u8], tid: u32) -> Option<SlowSyscall> {
 }
 
 /// One attempt; contaminated when the read ended before the fd could be reused.
-fn read_once(reuse: bool) -> Result<SlowSyscall, Contaminated> {
+fn read_once(syscalls: SyscallMode, reuse: bool) -> Result<SlowSyscall, Contaminated> {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.dat");
     std::fs::write(&big, vec![7u8; FILE_BYTES]).unwrap();
     let other = dir.path().join("new-owner.db");
-    let config = config(AttachMode::TpBtf);
+    let config = ProbeConfig {
+        syscalls,
+        ..config(AttachMode::TpBtf)
+    };
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(&config, &mut storage).expect("probes load");
     let read = read_while_reused(&big, &other, reuse);
-    assert_eq!(read.bytes, FILE_BYTES, "the read went on with its own file");
     if reuse && !read.reused {
         return Err(Contaminated("the new file got another fd number".into()));
     }
+    if reuse && read.bytes != FILE_BYTES {
+        return Err(Contaminated(format!(
+            "the fd was reused before the read began (it read {} bytes)",
+            read.bytes
+        )));
+    }
+    assert_eq!(read.bytes, FILE_BYTES, "the read went on with its own file");
     let records = session.poll(Duration::from_millis(100));
     let call = slow_read_of(&records, read.tid)
         .unwrap_or_else(|| panic!("the 64 MiB read was not listed as slow"));
@@ -94,11 +106,10 @@ fn read_once(reuse: bool) -> Result<SlowSyscall, Contaminated> {
     Ok(call)
 }
 
-/// The same read without the reuse names its file: the test below can tell.
-#[test]
-fn tp_btf_a_slow_read_names_its_file() {
+/// The same read without the reuse names its file: the tests below can tell.
+fn a_slow_read_names_its_file(syscalls: SyscallMode) {
     let mut call = None;
-    until_clean(|| read_once(false).map(|c| call = Some(c)));
+    until_clean(|| read_once(syscalls, false).map(|c| call = Some(c)));
     let call = call.unwrap();
     assert!(
         matches!(&call.path, FilePath::Resolved { path, .. } if path.ends_with("/big.dat")),
@@ -107,9 +118,38 @@ fn tp_btf_a_slow_read_names_its_file() {
 }
 
 #[test]
+fn tp_btf_a_slow_read_names_its_file() {
+    a_slow_read_names_its_file(SyscallMode::Exact);
+}
+
+#[test]
+fn tp_btf_sampled_a_slow_read_names_its_file() {
+    a_slow_read_names_its_file(SyscallMode::Sampled);
+}
+
+#[test]
 fn tp_btf_a_slow_read_whose_fd_another_thread_reused_names_no_file() {
     let mut call = None;
-    until_clean(|| read_once(true).map(|c| call = Some(c)));
+    until_clean(|| read_once(SyscallMode::Exact, true).map(|c| call = Some(c)));
     let call = call.unwrap();
     assert_eq!(call.path, FilePath::FdReused, "{call:?}");
+}
+
+/// Sampled: the first tick that finds the call resolves its fd, usually after the reuse
+/// (then the call's file is unknown), now and then before it (then it is the read's own
+/// file); never the new file. Of ROUNDS reads, at least one must meet the reuse first.
+#[test]
+fn tp_btf_sampled_a_slow_read_whose_fd_another_thread_reused_never_names_the_new_file() {
+    const ROUNDS: usize = 5;
+    let mut paths = Vec::new();
+    while paths.len() < ROUNDS {
+        until_clean(|| read_once(SyscallMode::Sampled, true).map(|c| paths.push(c.path)));
+    }
+    let own =
+        |p: &FilePath| matches!(p, FilePath::Resolved { path, .. } if path.ends_with("/big.dat"));
+    assert!(
+        paths.iter().all(|p| *p == FilePath::FdReused || own(p)),
+        "{paths:#?}"
+    );
+    assert!(paths.contains(&FilePath::FdReused), "{paths:#?}");
 }

@@ -14,7 +14,7 @@ use crate::host;
 
 const ROUNDS: u64 = 5;
 const PERIOD_NS: u64 = 100_000_000;
-const MS: u64 = 1_000_000;
+pub(super) const MS: u64 = 1_000_000;
 /// Relative to each round's wakeup time: the hog of CPU 0 spins over the wakeup until
 /// HOG0_END; the hog of CPU 1 spins from HOG1_START, moves the waiter at MOVE and stops at
 /// HOG1_END. So the waiter waits MOVE on CPU 0, then HOG1_END - MOVE on CPU 1.
@@ -36,11 +36,11 @@ struct Round {
     ran_ns: u64,
 }
 
-fn monotonic_ns() -> u64 {
+pub(super) fn monotonic_ns() -> u64 {
     host::monotonic_ns()
 }
 
-fn sleep_until(ns: u64) {
+pub(super) fn sleep_until(ns: u64) {
     let at = libc::timespec {
         tv_sec: (ns / 1_000_000_000) as i64,
         tv_nsec: (ns % 1_000_000_000) as i64,
@@ -56,7 +56,7 @@ fn sleep_until(ns: u64) {
     };
 }
 
-fn spin_until(ns: u64) {
+pub(super) fn spin_until(ns: u64) {
     while monotonic_ns() < ns {
         std::hint::spin_loop();
     }
@@ -78,12 +78,12 @@ const RT_RUNTIME_US: u64 = 500_000;
 
 /// A v1 cpu cgroup limited to RT_RUNTIME_US of real-time CPU per second, removed on drop
 /// (its threads have exited by then).
-struct RtBudget {
+pub(super) struct RtBudget {
     dir: Option<std::path::PathBuf>,
 }
 
 impl RtBudget {
-    fn create() -> Self {
+    pub(super) fn create() -> Self {
         let hierarchy = crate::cgroup::Hierarchy::detect().unwrap();
         let root = hierarchy.root();
         if !hierarchy.uses_v1_cpu() || !root.join("cpu.rt_runtime_us").exists() {
@@ -95,14 +95,16 @@ impl RtBudget {
         RtBudget { dir: Some(dir) }
     }
 
-    /// Move the calling thread into the budget and make it SCHED_FIFO.
-    fn join_as_real_time(&self) {
+    /// Move the calling thread into the budget and make it SCHED_FIFO at `priority`.
+    pub(super) fn join_as_real_time(&self, priority: i32) {
         if let Some(dir) = &self.dir {
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() };
             std::fs::write(dir.join("tasks"), tid.to_string()).unwrap();
         }
-        let param = libc::sched_param { sched_priority: 10 };
+        let param = libc::sched_param {
+            sched_priority: priority,
+        };
         // SAFETY: sched_setscheduler reads `param`, alive for the call.
         let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
         assert_eq!(rc, 0, "SCHED_FIFO: {}", std::io::Error::last_os_error());
@@ -126,7 +128,7 @@ fn waits_moved_between_cpus(start_ns: u64) -> (u32, Vec<Round>) {
         scope.spawn(|| {
             set_name(c"st-hog0");
             pin_to(0);
-            budget.join_as_real_time();
+            budget.join_as_real_time(10);
             for round in 0..ROUNDS {
                 sleep_until(wake(round) - HOG0_START_BEFORE);
                 spin_until(wake(round) + HOG0_END);
@@ -135,7 +137,7 @@ fn waits_moved_between_cpus(start_ns: u64) -> (u32, Vec<Round>) {
         scope.spawn(|| {
             set_name(c"st-hog1");
             pin_to(1);
-            budget.join_as_real_time();
+            budget.join_as_real_time(10);
             for round in 0..ROUNDS {
                 sleep_until(wake(round) + HOG1_START);
                 spin_until(wake(round) + MOVE);

@@ -1,0 +1,136 @@
+//! Real-kernel test of blame by time held over the whole wait: a waiter on CPU 1 waits behind
+//! real-time tasks there, first `st-often` in many short slices (2 ms each, 40 ms in all, a
+//! filler running in its gaps), then `st-once` in one 20 ms slice. `st-often` held the CPU
+//! twice as long and is the culprit, though the last few slices (all a short memory would
+//! weigh) hold more of `st-once`. The real-time tasks spin at most 62 ms per 200 ms round,
+//! pinned, in a cgroup with a real-time budget.
+
+use std::time::Duration;
+
+use super::migration_tests::{monotonic_ns, sleep_until, spin_until, RtBudget, MS};
+use super::tests::{config, pin_to, set_name, until_clean, Contaminated};
+use super::*;
+use crate::event::{self, Event, RunqWait};
+
+const CPU: usize = 1;
+const ROUNDS: u64 = 3;
+const ROUND_NS: u64 = 200 * MS;
+/// Relative to each round's start, when the waiter wakes: `st-often` runs OFTEN_SLICES slices
+/// of OFTEN_SLICE_NS with OFTEN_GAP_NS sleeps between them (the filler runs there), then
+/// `st-once` runs ONCE_NS.
+const OFTEN_SLICES: u64 = 20;
+const OFTEN_SLICE_NS: u64 = 2 * MS;
+const OFTEN_GAP_NS: u64 = 100_000;
+const OFTEN_NS: u64 = OFTEN_SLICES * (OFTEN_SLICE_NS + OFTEN_GAP_NS);
+const ONCE_NS: u64 = 20 * MS;
+/// The waiter wakes this long after `st-often` starts (its timer is due while the CPU is
+/// taken).
+const WAKE_AFTER: u64 = MS;
+
+fn round_start(first: u64, round: u64) -> u64 {
+    first + round * ROUND_NS
+}
+
+/// The rounds; returns the waiter's thread id and, per round, when it woke and when it ran.
+fn wait_behind_many_slices_then_one(first: u64) -> (u32, Vec<(u64, u64)>) {
+    let budget = RtBudget::create();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            set_name(c"st-often");
+            pin_to(CPU);
+            budget.join_as_real_time(20);
+            for round in 0..ROUNDS {
+                let start = round_start(first, round);
+                sleep_until(start);
+                for slice in 0..OFTEN_SLICES {
+                    let at = start + slice * (OFTEN_SLICE_NS + OFTEN_GAP_NS);
+                    spin_until(at + OFTEN_SLICE_NS);
+                    sleep_until(at + OFTEN_SLICE_NS + OFTEN_GAP_NS);
+                }
+            }
+        });
+        scope.spawn(|| {
+            set_name(c"st-filler");
+            pin_to(CPU);
+            budget.join_as_real_time(10);
+            for round in 0..ROUNDS {
+                let start = round_start(first, round);
+                sleep_until(start);
+                spin_until(start + OFTEN_NS);
+            }
+        });
+        scope.spawn(|| {
+            set_name(c"st-once");
+            pin_to(CPU);
+            budget.join_as_real_time(5);
+            for round in 0..ROUNDS {
+                let start = round_start(first, round);
+                sleep_until(start + OFTEN_NS);
+                spin_until(start + OFTEN_NS + ONCE_NS);
+            }
+        });
+        let waiter = scope.spawn(|| {
+            set_name(c"st-waiter");
+            pin_to(CPU);
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u32;
+            let waits = (0..ROUNDS)
+                .map(|round| {
+                    let wake = round_start(first, round) + WAKE_AFTER;
+                    sleep_until(wake);
+                    (wake, monotonic_ns())
+                })
+                .collect();
+            (tid, waits)
+        });
+        waiter.join().unwrap()
+    })
+}
+
+fn blamed_once(config: &ProbeConfig) -> Result<(), Contaminated> {
+    let mut storage = ObjectStorage::default();
+    let mut session = Session::start(config, &mut storage).expect("probes load");
+    let (tid, rounds) = wait_behind_many_slices_then_one(monotonic_ns() + 50 * MS);
+    let records = session.poll(Duration::from_millis(100));
+    let waits: Vec<RunqWait> = event::decode(&records)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ok(Event::Runq(w)) if w.waiter.tid == tid => Some(w),
+            _ => None,
+        })
+        .collect();
+    let blamed: Vec<Option<&str>> = rounds
+        .iter()
+        .map(|&(wake, ran)| {
+            waits
+                .iter()
+                .find(|w| w.ts_ns >= wake && w.ts_ns <= ran && w.wait_ns >= OFTEN_NS)
+                .map(|w| w.ran.comm.as_str())
+        })
+        .collect();
+    if blamed.iter().filter(|&&c| c == Some("st-often")).count() >= ROUNDS as usize - 1 {
+        return Ok(());
+    }
+    let ours = ["st-often", "st-once", "st-filler", "st-waiter"];
+    if waits.iter().any(|w| !ours.contains(&w.ran.comm.as_str())) {
+        return Err(Contaminated(format!(
+            "foreign tasks in the waits: {waits:#?}"
+        )));
+    }
+    panic!("culprits per round {blamed:?} (expected st-often); waits: {waits:#?}");
+}
+
+fn the_longest_holder_over_the_whole_wait_is_blamed(attach: AttachMode) {
+    let config = config(attach);
+    until_clean(|| blamed_once(&config));
+}
+
+#[test]
+fn tp_btf_the_task_that_held_the_cpu_longest_over_the_whole_wait_is_blamed() {
+    the_longest_holder_over_the_whole_wait_is_blamed(AttachMode::TpBtf);
+}
+
+#[test]
+fn raw_tp_the_task_that_held_the_cpu_longest_over_the_whole_wait_is_blamed() {
+    the_longest_holder_over_the_whole_wait_is_blamed(AttachMode::RawTp);
+}
