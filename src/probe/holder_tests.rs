@@ -8,9 +8,8 @@
 use std::time::Duration;
 
 use super::migration_tests::{monotonic_ns, sleep_until, spin_until, RtBudget, MS};
-use super::tests::{config, pin_to, set_name, until_clean, Contaminated};
+use super::tests::{config, pin_to, runq_waits_of, set_name, until_clean, Contaminated};
 use super::*;
-use crate::event::{self, Event, RunqWait};
 
 const CPU: usize = 1;
 const ROUNDS: u64 = 3;
@@ -92,13 +91,7 @@ fn blamed_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     let mut session = Session::start(config, &mut storage).expect("probes load");
     let (tid, rounds) = wait_behind_many_slices_then_one(monotonic_ns() + 50 * MS);
     let records = session.poll(Duration::from_millis(100));
-    let waits: Vec<RunqWait> = event::decode(&records)
-        .into_iter()
-        .filter_map(|e| match e {
-            Ok(Event::Runq(w)) if w.waiter.tid == tid => Some(w),
-            _ => None,
-        })
-        .collect();
+    let waits = runq_waits_of(&records, tid);
     let blamed: Vec<Option<&str>> = rounds
         .iter()
         .map(|&(wake, ran)| {

@@ -7,9 +7,11 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use super::tests::{config, pin_to, set_name, until_clean, without_sched_info, Contaminated};
+use super::tests::{
+    config, pin_to, runq_waits_of, set_name, until_clean, without_sched_info, Contaminated,
+};
 use super::*;
-use crate::event::{self, Event, RunqWait};
+use crate::event::RunqWait;
 use crate::host;
 
 const ROUNDS: u64 = 5;
@@ -192,13 +194,7 @@ fn moved_wait_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     let start_ns = monotonic_ns() + 50 * MS;
     let (tid, rounds) = waits_moved_between_cpus(start_ns);
     let records = session.poll(Duration::from_millis(100));
-    let waits: Vec<RunqWait> = event::decode(&records)
-        .into_iter()
-        .filter_map(|e| match e {
-            Ok(Event::Runq(w)) if w.waiter.tid == tid => Some(w),
-            _ => None,
-        })
-        .collect();
+    let waits = runq_waits_of(&records, tid);
     let found: Vec<_> = rounds.iter().map(|r| (r, wait_of(&waits, r))).collect();
     let right = found
         .iter()

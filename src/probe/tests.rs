@@ -214,6 +214,17 @@ fn fight_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     Ok(())
 }
 
+/// The run-queue waits of thread `tid` in `records`.
+pub(super) fn runq_waits_of(records: &[u8], tid: u32) -> Vec<event::RunqWait> {
+    event::decode(records)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ok(Event::Runq(w)) if w.waiter.tid == tid => Some(w),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Ids of the BPF programs this process holds open (from fdinfo).
 pub(super) fn program_ids_of_this_process() -> Vec<u32> {
     let mut ids = Vec::new();
