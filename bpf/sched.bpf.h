@@ -129,9 +129,6 @@ static __always_inline __u64 steal_clock(bool btf, struct rq *rq)
 	return FIELD(btf, r, prev_steal_time_rq);
 }
 
-/* Slices the steal clock is interpolated between. */
-#define STEAL_SLICES 8
-
 /* Slices further apart than this are not interpolated between (and the
  * product below stays far from overflow). */
 #define STEAL_SPAN_MAX_NS 4000000000ULL
@@ -166,13 +163,11 @@ __noinline __u64 steal_during(struct cpu_state *cs, __u64 start, __u64 now, __u6
 	if (!cs)
 		return 0;
 
-	/* The latest STEAL_SLICES slices only: each one doubles the paths the
-	 * verifier walks here. */
-	for (i = 0; i < STEAL_SLICES; i++) {
-		struct slice *sl = &cs->slices[(cs->next_slice - 1 - i) & (SLICES - 1)];
-
-		steal_point(sl->start, sl->steal_start, start, &lo_t, &lo_s, &hi_t, &hi_s);
-		steal_point(sl->end, sl->steal_end, start, &lo_t, &lo_s, &hi_t, &hi_s);
+	for (i = 0; i < SLICES; i++) {
+		steal_point(cs->slices[i].start, cs->slices[i].steal_start, start, &lo_t, &lo_s,
+			    &hi_t, &hi_s);
+		steal_point(cs->slices[i].end, cs->slices[i].steal_end, start, &lo_t, &lo_s, &hi_t,
+			    &hi_s);
 	}
 	/* Steal beyond the elapsed time: a slot from before the first read. */
 	if (!lo_t || hi_t == lo_t || hi_t - lo_t > STEAL_SPAN_MAX_NS || hi_s < lo_s ||

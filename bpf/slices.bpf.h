@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Who held a CPU while a task waited for it: the CPU's last SLICES slices
- * of at least SLICE_MIN_NS (cpu_state.slices) and the slice of the task
- * running on it now, which has no end yet.
+ * Who held a CPU while a task waited for it: the CPU's recent holders
+ * (cpu_state.slices), one entry per task that held it lately, each the
+ * stretch from its first to its last slice of at least SLICE_MIN_NS and
+ * the time it actually held the CPU in between (a hog that short visitors
+ * preempt, or two hogs taking turns, stay one entry each, so eight entries
+ * remember far more than eight slices); and the slice of the task running
+ * now, which has no end yet.
  */
 #ifndef STALLTOP_SLICES_BPF_H
 #define STALLTOP_SLICES_BPF_H
@@ -11,24 +15,61 @@
 
 /* slice_of's answer for the running task's open slice. */
 #define HOLDER_OPEN SLICES
+/* A task's entry grows by a slice that begins at most this long after
+ * the entry ends; else the slice starts an entry of its own. */
+#define SLICE_MERGE_GAP_NS 100000000ULL
+/* slice_slot's flag: the slot holds the task's entry, to extend. */
+#define SLOT_EXTEND 0x100
+
+/* Where thread `tid`'s slice beginning at `start` goes: its own entry if
+ * that ended at most SLICE_MERGE_GAP_NS before (with SLOT_EXTEND), else
+ * the entry that ended longest ago. (A global function: checked once.) */
+__noinline __u32 slice_slot(struct cpu_state *cs, __u32 tid, __u64 start)
+{
+	__u64 oldest = ~0ULL;
+	__u32 i, slot = 0;
+
+	if (!cs)
+		return 0;
+	for (i = 0; i < SLICES; i++) {
+		struct slice *sl = &cs->slices[i];
+
+		if (sl->end && sl->tid == tid && sl->end + SLICE_MERGE_GAP_NS >= start)
+			return i | SLOT_EXTEND;
+		if (sl->end < oldest) {
+			oldest = sl->end;
+			slot = i;
+		}
+	}
+	return slot;
+}
 
 /* `prev` held the CPU for [start, end]: remember the slice if it is long
  * enough to matter to a wait. */
 static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struct task_struct *prev,
 					   __u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
 {
+	__u64 softirq = cs->softirq_ns - cs->current_softirq;
+	__u32 slot;
 	struct slice *sl;
-	__u32 i;
 
 	if (end - start < SLICE_MIN_NS)
 		return;
-	i = cs->next_slice++ & (SLICES - 1);
-	sl = &cs->slices[i];
+	slot = slice_slot(cs, prev_tid, start);
+	sl = &cs->slices[slot & (SLICES - 1)];
+	if (slot & SLOT_EXTEND) {
+		sl->end = end;
+		sl->steal_end = steal_end;
+		sl->held_ns += end - start;
+		sl->softirq_ns += softirq;
+		return;
+	}
 	sl->start = start;
 	sl->end = end;
 	sl->steal_start = cs->current_steal;
 	sl->steal_end = steal_end;
-	sl->softirq_ns = cs->softirq_ns - cs->current_softirq;
+	sl->held_ns = end - start;
+	sl->softirq_ns = softirq;
 	sl->tid = prev_tid;
 	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
 	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
@@ -46,43 +87,45 @@ static __always_inline __u64 span_overlap(__u64 from, __u64 to, __u64 start, __u
 	return to > from ? to - from : 0;
 }
 
-/* `covered` ns of a slice `length` ns long, less their share of the
- * `softirq` ns that ran inside the slice (in 1/1024ths: no overflow). */
-static __always_inline __u64 held_less_softirq(__u64 covered, __u64 length, __u64 softirq)
+/* `held` ns of a stretch `length` ns long, `softirq` ns of which ran
+ * softirqs (their time, not the task's), the part `covered` ns of the
+ * stretch holds: the stretch counts as evenly held (in 1/1024ths: no
+ * overflow). */
+static __always_inline __u64 held_within(__u64 covered, __u64 length, __u64 held, __u64 softirq)
 {
-	if (softirq >= length)
+	if (!covered || !length || softirq >= held)
 		return 0;
-	return covered - covered * (softirq * 1024 / length) / 1024;
+	held -= softirq;
+	if (covered >= length)
+		return held;
+	return held * (covered * 1024 / length) / 1024;
 }
 
-/* How much of [start, end] remembered slice `i` covers, less its share of
- * the softirq time that ran inside the slice (that time is the softirq's,
- * not the task's). */
+/* How long entry `i` held the CPU during [start, end]. */
 static __always_inline __u64 slice_held(struct cpu_state *cs, __u32 i, __u64 start, __u64 end)
 {
 	struct slice *sl = &cs->slices[i & (SLICES - 1)];
 
-	return held_less_softirq(span_overlap(sl->start, sl->end, start, end), sl->end - sl->start,
-				 sl->softirq_ns);
+	return held_within(span_overlap(sl->start, sl->end, start, end), sl->end - sl->start,
+			   sl->held_ns, sl->softirq_ns);
 }
 
-/* How long thread `tid` held the CPU during [start, end]: its remembered
- * slices and, if it runs now, its open one, less softirq time. (A global
- * function, checked once by the verifier whatever calls it.) */
-__noinline __u64 held_by(struct cpu_state *cs, __u32 tid, __u64 start, __u64 end)
+/* How long thread `tid` held the CPU during [start, end]: its entries
+ * and, if it runs now, its open slice. */
+static __always_inline __u64 held_by(struct cpu_state *cs, __u32 tid, __u64 start, __u64 end)
 {
 	__u64 held = 0;
 	__u32 j;
 
-	if (!cs)
-		return 0;
 	for (j = 0; j < SLICES; j++)
 		if (cs->slices[j].tid == tid)
 			held += slice_held(cs, j, start, end);
-	if (cs->current_tid == tid)
-		held += held_less_softirq(span_overlap(cs->current_since, end, start, end),
-					  end - cs->current_since,
-					  cs->softirq_ns - cs->current_softirq);
+	if (cs->current_tid == tid) {
+		__u64 open = end > cs->current_since ? end - cs->current_since : 0;
+
+		held += held_within(span_overlap(cs->current_since, end, start, end), open, open,
+				    cs->softirq_ns - cs->current_softirq);
+	}
 	return held;
 }
 
@@ -99,13 +142,11 @@ static __always_inline __u32 holder_tid(__u64 found)
 	return (__u32)found;
 }
 
-/* The task that held the CPU longest during [start, end], its slices
- * summed over the last SLICES (a task that short visitors preempt holds
- * the CPU in several), the running task's open slice included, never the
- * waiter's own (the run queue's clock and ktime differ by about a
- * microsecond). Returns (held in us << HOLDER_TID_BITS) | its thread id
- * (0: idle); 0 if none held it a microsecond. (A global function: the
- * verifier checks its loops once.) */
+/* The task that held the CPU longest during [start, end], the running
+ * task's open slice included, never the waiter (the run queue's clock and
+ * ktime differ by about a microsecond). Returns (held in us <<
+ * HOLDER_TID_BITS) | its thread id (0: idle); 0 if none held it a
+ * microsecond. (A global function: the verifier checks its loops once.) */
 __noinline __u64 wait_holder(struct cpu_state *cs, __u64 start, __u64 end, __u32 waiter_tid)
 {
 	__u64 best_held = 0, held;
@@ -121,9 +162,8 @@ __noinline __u64 wait_holder(struct cpu_state *cs, __u64 start, __u64 end, __u32
 	for (i = 0; i < SLICES; i++) {
 		__u32 tid = cs->slices[i].tid;
 
-		/* (The running task's slices were weighed with its open one.) */
-		if (tid == waiter_tid || tid == current ||
-		    !span_overlap(cs->slices[i].start, cs->slices[i].end, start, end))
+		/* (The running task's entries were weighed with its open slice.) */
+		if (tid == waiter_tid || tid == current || !slice_held(cs, i, start, end))
 			continue;
 		held = held_by(cs, tid, start, end);
 		if (held > best_held) {
@@ -135,8 +175,8 @@ __noinline __u64 wait_holder(struct cpu_state *cs, __u64 start, __u64 end, __u32
 	return best_held ? best_held << HOLDER_TID_BITS | best_tid : 0;
 }
 
-/* The index of the latest remembered slice of thread `tid`; HOLDER_OPEN
- * when it has none but runs now; -1 otherwise. (Global: checked once.) */
+/* The index of thread `tid`'s latest entry; HOLDER_OPEN when it has none
+ * but runs now; -1 otherwise. (Global: checked once.) */
 __noinline int slice_of(struct cpu_state *cs, __u32 tid)
 {
 	__u64 latest = 0;

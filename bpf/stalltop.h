@@ -292,14 +292,16 @@ struct call {
 	__u32 tid; /* the task making the call */
 };
 
-/* A stretch of time one task held a CPU (cpu_state.slices). */
+/* A stretch of time in which one task held a CPU (cpu_state.slices): from
+ * the start of its first slice to the end of its last. */
 struct slice {
 	__u64 start;
 	__u64 end;
+	__u64 held_ns; /* the time it held the CPU in between */
 	/* the vCPU's steal clock at start and end (see steal_clock) */
 	__u64 steal_start;
 	__u64 steal_end;
-	/* softirq time that ran inside it (the CPU's, not the task's) */
+	/* softirq time that ran inside its slices (the CPU's, not the task's) */
 	__u64 softirq_ns;
 	__u64 cgroup;
 	__u32 pid;
@@ -359,10 +361,10 @@ struct sampled_call {
 	struct file_key file;
 };
 
-/* The last SLICES slices of at least SLICE_MIN_NS on a CPU: whoever held
- * the CPU longest during a wait is its culprit (32 slices of a 3 ms
- * scheduler slice cover the last 96 ms of a wait). */
-#define SLICES 32
+/* A CPU's recent holders: SLICES entries of one task each, grown by its
+ * slices of at least SLICE_MIN_NS (see bpf/slices.bpf.h); whoever held
+ * the CPU longest during a wait is its culprit. */
+#define SLICES 8
 #define SLICE_MIN_NS 250000
 
 /* A CFS quota throttle seen on this CPU (cpu_state.throttles): from the
@@ -426,7 +428,6 @@ struct cpu_state {
 	struct call call;      /* the running task's syscall, if it entered it here */
 	__u32 ksoftirqd_tid;
 	__u32 softirq_vec; /* the vector last entered: the one that runs, while one runs */
-	__u32 next_slice;  /* where the next slice goes in `slices` */
 	/* Record rate limit, per kind: tokens left and when last refilled. */
 	__u32 tokens[KIND_MAX];
 	__u32 current_tid; /* the running task, switched in at current_since */

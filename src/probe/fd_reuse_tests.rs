@@ -9,7 +9,7 @@
 use std::os::fd::IntoRawFd;
 use std::time::Duration;
 
-use super::tests::{config, until_clean, Contaminated};
+use super::tests::{config, pin_to, until_clean, Contaminated};
 use super::*;
 use crate::event::{self, Event, FilePath, SlowSyscall};
 
@@ -33,6 +33,8 @@ fn read_while_reused(big: &std::path::Path, other: &std::path::Path, reuse: bool
     let started = std::sync::Barrier::new(2);
     std::thread::scope(|scope| {
         let reader = scope.spawn(|| {
+            // On one CPU: the sampler sees a call that moves to another CPU as two.
+            pin_to(1);
             let mut buf = vec![0u8; FILE_BYTES];
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() } as u32;

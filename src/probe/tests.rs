@@ -273,6 +273,8 @@ fn raw_tp_probes_timing_waits_from_wakeups_see_a_thread_preempted_by_its_sibling
 }
 
 const SLEEPS: u64 = 50;
+/// Switches of a child's start and exit that may or may not count as its waits.
+const SWITCH_SLACK: u64 = 3;
 
 /// SLEEPS sleeps of 2 ms: each ends in a wakeup, then a switch-in.
 fn sleep_repeatedly() {
@@ -304,7 +306,9 @@ fn tp_btf_probes_timing_waits_from_wakeups_count_each_wakeup() {
         "{:?}",
         session.info().warnings
     );
-    assert!(sleeper.run_child_on_cpu(CPU, sleep_repeatedly));
+    let (slept, preempted) = sleeper
+        .run_child_on_cpu_switching(CPU, sleep_repeatedly)
+        .expect("the sleeper ran");
     let snapshot = session.snapshot(host::monotonic_ns());
     let row = snapshot
         .runq
@@ -320,10 +324,19 @@ fn tp_btf_probes_timing_waits_from_wakeups_count_each_wakeup() {
         .filter(|(map, _)| map == "tasks" || map == "runq_by_cgroup")
         .map(|(_, n)| n)
         .sum();
-    // Its sleeps, plus a few switches of its own start and exit.
+    // Each time it was switched out, it waited once to run again (a sleep whose timer fired
+    // while it was still runnable, preempted before it slept, is no sleep), give or take the
+    // switches of its start (before it joined the cgroup) and exit.
+    let switches = slept + preempted;
     assert!(
-        (SLEEPS..=SLEEPS + 10).contains(&(row.count + dropped)),
-        "{} waits and {dropped} dropped for {SLEEPS} wakeups: {row:?}; counters {:?}",
+        slept >= SLEEPS / 2,
+        "the child slept {slept} times of {SLEEPS}"
+    );
+    assert!(
+        (switches.saturating_sub(SWITCH_SLACK)..=switches + SWITCH_SLACK)
+            .contains(&(row.count + dropped)),
+        "{} waits and {dropped} dropped for {slept} sleeps and {preempted} preemptions \
+         (±{SWITCH_SLACK}): {row:?}; counters {:?}",
         row.count,
         snapshot.counters
     );
@@ -771,6 +784,12 @@ impl ScratchCgroup {
     /// Fork a child that joins this cgroup, pins itself to `cpu`, runs
     /// `work` and exits; true if it got there and exited 0.
     fn run_child_on_cpu(&self, cpu: usize, work: fn()) -> bool {
+        self.run_child_on_cpu_switching(cpu, work).is_some()
+    }
+
+    /// As `run_child_on_cpu`; on success, how often the child was switched
+    /// out: voluntarily (it slept) and involuntarily (it was preempted).
+    fn run_child_on_cpu_switching(&self, cpu: usize, work: fn()) -> Option<(u64, u64)> {
         let procs = self.dir.join("cgroup.procs").into_os_string();
         let procs = std::ffi::CString::new(procs.into_encoded_bytes()).unwrap();
         // SAFETY: after fork the child only makes async-signal-safe calls
@@ -790,12 +809,14 @@ impl ScratchCgroup {
                     }
                     libc::_exit(1);
                 }
-                -1 => false,
+                -1 => None,
                 child => {
                     let mut status = 0;
-                    libc::waitpid(child, &mut status, 0) == child
+                    let mut usage: libc::rusage = std::mem::zeroed();
+                    let exited = libc::wait4(child, &mut status, 0, &mut usage) == child
                         && libc::WIFEXITED(status)
-                        && libc::WEXITSTATUS(status) == 0
+                        && libc::WEXITSTATUS(status) == 0;
+                    exited.then_some((usage.ru_nvcsw as u64, usage.ru_nivcsw as u64))
                 }
             }
         }
