@@ -58,6 +58,7 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 	slot = slice_slot(cs, prev_tid, start);
 	sl = &cs->slices[slot & (SLICES - 1)];
 	if (slot & SLOT_EXTEND) {
+		sl->last_start = start;
 		sl->end = end;
 		sl->steal_end = steal_end;
 		sl->held_ns += end - start;
@@ -65,6 +66,7 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 		return;
 	}
 	sl->start = start;
+	sl->last_start = start;
 	sl->end = end;
 	sl->steal_start = cs->current_steal;
 	sl->steal_end = steal_end;
@@ -87,27 +89,27 @@ static __always_inline __u64 span_overlap(__u64 from, __u64 to, __u64 start, __u
 	return to > from ? to - from : 0;
 }
 
-/* `held` ns of a stretch `length` ns long, `softirq` ns of which ran
- * softirqs (their time, not the task's), the part `covered` ns of the
- * stretch holds: the stretch counts as evenly held (in 1/1024ths: no
- * overflow). */
-static __always_inline __u64 held_within(__u64 covered, __u64 length, __u64 held, __u64 softirq)
+/* `held` ns less their share of the `softirq` ns that ran inside them
+ * (the softirq's time, not the task's; in 1/1024ths: no overflow). */
+static __always_inline __u64 less_softirq(__u64 held, __u64 total, __u64 softirq)
 {
-	if (!covered || !length || softirq >= held)
+	if (!total || softirq >= total)
 		return 0;
-	held -= softirq;
-	if (covered >= length)
-		return held;
-	return held * (covered * 1024 / length) / 1024;
+	return held - held * (softirq * 1024 / total) / 1024;
 }
 
-/* How long entry `i` held the CPU during [start, end]. */
+/* How long entry `i` held the CPU during [start, end]: its last slice
+ * exactly, its earlier ones as if spread evenly over their stretch. */
 static __always_inline __u64 slice_held(struct cpu_state *cs, __u32 i, __u64 start, __u64 end)
 {
 	struct slice *sl = &cs->slices[i & (SLICES - 1)];
+	__u64 last = sl->end - sl->last_start, earlier = sl->last_start - sl->start;
+	__u64 held = span_overlap(sl->last_start, sl->end, start, end);
+	__u64 covered = span_overlap(sl->start, sl->last_start, start, end);
 
-	return held_within(span_overlap(sl->start, sl->end, start, end), sl->end - sl->start,
-			   sl->held_ns, sl->softirq_ns);
+	if (covered && earlier && sl->held_ns > last)
+		held += (sl->held_ns - last) * (covered * 1024 / earlier) / 1024;
+	return less_softirq(held, sl->held_ns, sl->softirq_ns);
 }
 
 /* How long thread `tid` held the CPU during [start, end]: its entries
@@ -120,12 +122,10 @@ static __always_inline __u64 held_by(struct cpu_state *cs, __u32 tid, __u64 star
 	for (j = 0; j < SLICES; j++)
 		if (cs->slices[j].tid == tid)
 			held += slice_held(cs, j, start, end);
-	if (cs->current_tid == tid) {
-		__u64 open = end > cs->current_since ? end - cs->current_since : 0;
-
-		held += held_within(span_overlap(cs->current_since, end, start, end), open, open,
-				    cs->softirq_ns - cs->current_softirq);
-	}
+	if (cs->current_tid == tid)
+		held += less_softirq(span_overlap(cs->current_since, end, start, end),
+				     end > cs->current_since ? end - cs->current_since : 0,
+				     cs->softirq_ns - cs->current_softirq);
 	return held;
 }
 

@@ -297,7 +297,8 @@ struct call {
 struct slice {
 	__u64 start;
 	__u64 end;
-	__u64 held_ns; /* the time it held the CPU in between */
+	__u64 last_start; /* its last slice: [last_start, end] */
+	__u64 held_ns;	  /* the time it held the CPU in all its slices */
 	/* the vCPU's steal clock at start and end (see steal_clock) */
 	__u64 steal_start;
 	__u64 steal_end;
