@@ -148,6 +148,37 @@ __noinline int sampled_file_begin(__u32 slot)
 	return 0;
 }
 
+/* The path of the call in this CPU's sampled-call `slot` (begun by the
+ * running task), into the slot's path buffer: the file its fd names now,
+ * unless that is not the file its first tick found (another thread closed
+ * the fd and the number went to a new file since): then unknown. A global
+ * function, like sampled_file_begin. */
+__noinline int sampled_path_resolve(__u32 slot)
+{
+	struct cpu_state *cs = this_cpu();
+	struct sampled_call *s;
+	struct file *f;
+	__u8 how;
+
+	if (!cs)
+		return 0;
+	slot &= SAMPLED_CALLS - 1;
+	s = &cs->sampled[slot];
+	how = syscall_file_arg(s->nr);
+	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1) {
+		f = file_of_fd((struct task_struct *)bpf_get_current_task(),
+			       how == SYSCALL_ARG_FD0 ? s->arg0 : s->arg1);
+		/* (No file at the first tick: the fd was closed by then.) */
+		if (!f || !s->has_file || BPF_CORE_READ(f, f_inode, i_ino) != s->file.inode ||
+		    BPF_CORE_READ(f, f_inode, i_sb, s_dev) != s->file.dev) {
+			s->path_ready = path_buf_mark_reused(1 + slot) ? 1 : 2;
+			return 0;
+		}
+	}
+	s->path_ready = call_file_resolve(s->nr, s->arg0, s->arg1, 1 + slot) ? 1 : 2;
+	return 0;
+}
+
 /* Call `slot` on this CPU stops running at `until`: the stretch since its
  * thread was switched in (or found in it) held the CPU, softirqs that ran
  * meanwhile apart; its table row and its file count it. A global function,
@@ -328,8 +359,7 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 	/* Resolve the file once the call is long, while it still uses it. */
 	if (!s->path_ready && s->ticks >= 2 &&
 	    s->oncpu_ns + (now - s->running_since) >= syscall_oncpu_threshold_ns)
-		s->path_ready =
-			call_file_resolve(nr, arg0, arg1, 1 + (mine & (SAMPLED_CALLS - 1))) ? 1 : 2;
+		sampled_path_resolve(mine);
 }
 
 /* A context switch on this CPU at `now`, from `prev` (still runnable or
