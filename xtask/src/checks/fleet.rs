@@ -2,7 +2,7 @@
 //! noisy-neighbour scenario, against the scenario's ground truth; and a flight recording around
 //! a real stall.
 
-use super::report::Report;
+use super::report::{Report, Stall};
 
 /// The victim's p99 from Prometheus's `histogram_quantile` over stalltop's buckets, against the
 /// victim's own p99 lateness: interpolation inside a bucket (two per power of two) is off by up
@@ -44,32 +44,54 @@ pub fn other_preemptions(count: f64, seconds: f64) -> Result<(), String> {
     Ok(())
 }
 
-/// A flight recording holds a stall of at least `trigger_ns` with `MIN_BEFORE_NS` of the stream
-/// before it and `MIN_AFTER_NS` after it.
+/// A flight recording holds a stall of at least `trigger_ns` (the one that triggered it) with
+/// `MIN_BEFORE_NS` of the stream before it and `MIN_AFTER_NS` after it. Other stalls that long
+/// may sit in the window before it (each triggers a dump of its own too).
 pub fn flight_recording(report: &Report, trigger_ns: u64) -> Result<(), String> {
-    let Some(stall) = report.stalls.iter().find(|s| s.duration_ns >= trigger_ns) else {
+    let end = report.start_ns + report.duration_ns;
+    let around = |s: &Stall| {
+        let before = s.start_ns.saturating_sub(report.start_ns);
+        let after = end.saturating_sub(s.start_ns + s.duration_ns);
+        (before, after)
+    };
+    let long: Vec<&Stall> = report
+        .stalls
+        .iter()
+        .filter(|s| s.duration_ns >= trigger_ns)
+        .collect();
+    if long.is_empty() {
         return Err(format!(
             "no stall of {} ms or more in the flight recording ({} stalls)",
             trigger_ns / 1_000_000,
             report.stalls.len()
         ));
-    };
-    let before = stall.start_ns.saturating_sub(report.start_ns);
-    let end = report.start_ns + report.duration_ns;
-    let after = end.saturating_sub(stall.start_ns + stall.duration_ns);
-    if before < MIN_BEFORE_NS || after < MIN_AFTER_NS {
-        return Err(format!(
-            "the flight recording holds {:.1} s before its {} ms {} stall and {:.1} s after; \
-             expected at least {} s and {} s",
-            before as f64 / 1e9,
-            stall.duration_ns / 1_000_000,
-            stall.kind,
-            after as f64 / 1e9,
-            MIN_BEFORE_NS / 1_000_000_000,
-            MIN_AFTER_NS / 1_000_000_000
-        ));
     }
-    Ok(())
+    let framed = long.iter().any(|s| {
+        let (before, after) = around(s);
+        before >= MIN_BEFORE_NS && after >= MIN_AFTER_NS
+    });
+    if framed {
+        return Ok(());
+    }
+    let seen: Vec<String> = long
+        .iter()
+        .map(|s| {
+            let (before, after) = around(s);
+            format!(
+                "{:.1} s before its {} ms {} stall and {:.1} s after",
+                before as f64 / 1e9,
+                s.duration_ns / 1_000_000,
+                s.kind,
+                after as f64 / 1e9
+            )
+        })
+        .collect();
+    Err(format!(
+        "the flight recording holds {}; expected at least {} s and {} s around one",
+        seen.join(", "),
+        MIN_BEFORE_NS / 1_000_000_000,
+        MIN_AFTER_NS / 1_000_000_000
+    ))
 }
 
 #[cfg(test)]
@@ -95,7 +117,19 @@ mod tests {
     }
 
     fn recording(start_s: u64, duration_s: u64, stall_at_s: u64, stall_ms: u64) -> Report {
+        recording_of(start_s, duration_s, &[(stall_at_s, stall_ms)])
+    }
+
+    /// A recording with stalls (start in s, length in ms).
+    fn recording_of(start_s: u64, duration_s: u64, stalls: &[(u64, u64)]) -> Report {
         let s = 1_000_000_000;
+        let stalls: Vec<serde_json::Value> = stalls
+            .iter()
+            .map(|&(at, ms)| {
+                json!({"cpu": 1, "start_ns": at * s, "duration_ns": ms * MS,
+                       "kind": "throttled", "waited": {}, "culprit": null, "gap": null})
+            })
+            .collect();
         Report::parse(
             &json!({
                 "start_ns": start_s * s,
@@ -105,8 +139,7 @@ mod tests {
                              "syscall_oncpu_threshold_ns": MS, "sample_hz": 723,
                              "syscalls": "sampled"},
                 "lost_events": {}, "runq": [], "runq_events": [], "throttling": [],
-                "stalls": [{"cpu": 1, "start_ns": stall_at_s * s, "duration_ns": stall_ms * MS,
-                            "kind": "throttled", "waited": {}, "culprit": null, "gap": null}],
+                "stalls": stalls,
                 "takeovers": [], "culprits": [], "syscalls": [], "softirq": [],
                 "softirq_stolen": []
             })
@@ -122,5 +155,18 @@ mod tests {
         assert!(short_before.contains("5.0 s before"), "{short_before}");
         flight_recording(&recording(100, 16, 115, 88), 50 * MS).unwrap_err();
         flight_recording(&recording(100, 20, 115, 40), 50 * MS).unwrap_err();
+    }
+
+    /// (CI: a kworker's 38 ms wait behind a hog 2.8 s into the window of the dump that the
+    /// throttle at 15.8 s triggered.)
+    #[test]
+    fn an_earlier_long_stall_in_the_window_does_not_hide_the_trigger() {
+        flight_recording(&recording_of(100, 25, &[(103, 38), (115, 87)]), 20 * MS).unwrap();
+        let none_framed =
+            flight_recording(&recording_of(100, 18, &[(103, 38), (116, 87)]), 20 * MS).unwrap_err();
+        assert!(
+            none_framed.contains("3.0 s before its 38 ms"),
+            "{none_framed}"
+        );
     }
 }
