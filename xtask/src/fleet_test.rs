@@ -109,9 +109,7 @@ fn check_noisy_neighbour(prom: &Prometheus) -> Result<()> {
         wait_for_load_to_settle()?;
         let outcome = scenario::run(Name::NoisyNeighbour, NOISY_DURATION, || Ok(()))?;
         let contamination = &outcome.contamination;
-        if let Some(reason) =
-            contamination::other_workload(contamination.foreign_forks, contamination.loadavg_before)
-        {
+        if let Some(reason) = contamination::other_workload(contamination) {
             eprintln!("fleet: noisy-neighbour attempt {attempt} contaminated ({reason})");
             why = reason;
             pause(Duration::from_secs(5))?;

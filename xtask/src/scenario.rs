@@ -244,8 +244,9 @@ impl Outcome {
             ));
         }
         parts.push(format!(
-            "foreign forks {}, load {:.2}, CPU {} steal {} ms",
+            "foreign forks {}, foreign CPU {} ms, load {:.2}, CPU {} steal {} ms",
             self.contamination.foreign_forks,
+            self.contamination.foreign_cpu_ns / 1_000_000,
             self.contamination.loadavg_before,
             self.cpu,
             self.contamination.steal_ns / 1_000_000

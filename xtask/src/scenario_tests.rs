@@ -175,11 +175,8 @@ fn run_checked(
         let contamination = &outcome.contamination;
         let gaps = irqoff_gaps(&recorded);
         eprintln!("{name}: attempt {attempt}: {}", gaps.summary());
-        let reason = checks::contamination::other_workload(
-            contamination.foreign_forks,
-            contamination.loadavg_before,
-        )
-        .or_else(|| vm_contamination(name, &recorded, &gaps));
+        let reason = checks::contamination::other_workload(contamination)
+            .or_else(|| vm_contamination(name, &recorded, &gaps));
         if let Some(reason) = reason {
             eprintln!("{name}: attempt {attempt} contaminated ({reason}): result discarded");
             why = reason;
@@ -205,9 +202,12 @@ fn run_checked(
                     checks::irqoff::check(report, &gaps, victim_worst_stall_ns(outcome))
                 }),
             Name::NoisyNeighbour => match baseline {
-                Some(baseline) => {
-                    checks::noisy_neighbour::check(&recorded.report, baseline, cgroups)
-                }
+                Some(baseline) => checks::noisy_neighbour::check(
+                    &recorded.report,
+                    baseline,
+                    cgroups,
+                    victim_worst_stall_ns(outcome),
+                ),
                 None => Err("no quiet baseline".into()),
             },
             // The quota's cgroup is the truth's; the waits checked are the requests' cgroup's

@@ -5,10 +5,15 @@
 use super::ksoftirqd::judged_bursts;
 use super::report::Settings;
 use super::slow_syscall::{listing, too_close, Listing};
+use crate::scenario::host::Contamination;
 use crate::scenario::{self, ksoftirqd::Switch};
 
 /// More foreign forks than this during a run means another workload was active.
 const MAX_FOREIGN_FORKS: u64 = 100;
+/// More CPU time than this used by other processes during a run means another workload was
+/// active (an idle VM: 30 ms in 10 s, all of it the sandbox's init; a compiler that kept a
+/// quiet run's requests waiting 11 ms: forked 94 times in the run).
+const MAX_FOREIGN_CPU_NS: u64 = 50_000_000;
 /// A 1-minute load average above this before the start means a busy VM.
 pub const MAX_LOADAVG_BEFORE: f64 = 4.0;
 /// Contamination of the quiet baseline: the host took more than this share (percent) of the
@@ -21,10 +26,22 @@ const MAX_QUIET_STEAL_PERCENT: u64 = 20;
 pub const MIN_CLEAN_BURSTS: usize = 10;
 
 /// Why a run cannot be trusted, if it cannot: another workload was busy on the VM.
-pub fn other_workload(foreign_forks: u64, loadavg_before: f64) -> Option<String> {
+pub fn other_workload(contamination: &Contamination) -> Option<String> {
+    let Contamination {
+        foreign_forks,
+        foreign_cpu_ns,
+        loadavg_before,
+        ..
+    } = *contamination;
     if foreign_forks > MAX_FOREIGN_FORKS {
         Some(format!(
             "{foreign_forks} foreign forks during the run (> {MAX_FOREIGN_FORKS})"
+        ))
+    } else if foreign_cpu_ns > MAX_FOREIGN_CPU_NS {
+        Some(format!(
+            "other processes used {} ms of CPU during the run (> {} ms)",
+            foreign_cpu_ns / 1_000_000,
+            MAX_FOREIGN_CPU_NS / 1_000_000
         ))
     } else if loadavg_before > MAX_LOADAVG_BEFORE {
         Some(format!(
@@ -81,13 +98,27 @@ mod tests {
     use super::*;
     use crate::checks::fixtures::{ksoftirqd_truth, report, slow_report, slow_truth, timing, MS};
 
+    fn markers(foreign_forks: u64, foreign_cpu_ns: u64, loadavg_before: f64) -> Contamination {
+        Contamination {
+            loadavg_before,
+            forks: foreign_forks + 3,
+            own_forks: 3,
+            foreign_forks,
+            foreign_cpu_ns,
+            steal_ns: 0,
+        }
+    }
+
     #[test]
     fn contamination_markers() {
-        assert_eq!(other_workload(100, 4.0), None);
-        assert!(other_workload(101, 0.1)
+        assert_eq!(other_workload(&markers(100, 50 * MS, 4.0)), None);
+        assert!(other_workload(&markers(101, 0, 0.1))
             .unwrap()
             .contains("101 foreign forks"));
-        assert!(other_workload(3, 4.5)
+        assert!(other_workload(&markers(94, 60 * MS, 0.1))
+            .unwrap()
+            .contains("other processes used 60 ms of CPU"));
+        assert!(other_workload(&markers(3, 0, 4.5))
             .unwrap()
             .contains("load average 4.50"));
     }

@@ -1,5 +1,6 @@
 //! The noisy-neighbour check: the victim's run-queue latency rose well above the quiet
-//! baseline's, and stalltop blames the hogs of the noisy cgroup.
+//! baseline's, its worst wait is the one the victim measured, and stalltop blames the hogs of
+//! the noisy cgroup.
 
 use super::pretty;
 use super::report::Report;
@@ -9,14 +10,27 @@ use crate::scenario::Cgroups;
 /// baseline's (measured on a 2-CPU VM: victim lateness p99 3.0 ms with the hogs, 0.24-0.26 ms
 /// without).
 const NOISY_P99_FACTOR: u64 = 3;
-/// ... and its worst wait to at least this (6.9-7.0 ms measured with shares 10240).
-const NOISY_MIN_MAX_NS: u64 = 3_000_000;
+/// stalltop's worst victim wait must reach the victim's own worst stall, less this or
+/// `NOISY_MAX_PERCENT` of it, whichever is larger (its wake-up lateness adds the timer's expiry,
+/// tens of us). How long that worst wait is depends on the scheduler's slices (2.9-7.0 ms
+/// measured with shares 10240): the victim's measure is the truth, not a fixed floor. It may be
+/// longer in stalltop: the victim cannot time a wait before its first clock read (moved to CPU 1
+/// behind the hogs as it starts) or between its work and its sleep (seen: 3.95 ms against a
+/// worst lateness of 2.97 ms).
+const NOISY_MAX_SLACK_NS: u64 = 500_000;
+const NOISY_MAX_PERCENT: u64 = 10;
 /// The comm of the preemptor the victim must blame first (in the noisy cgroup).
 const NOISY_COMM: &str = "hog";
 
-/// noisy-neighbour: the victim's runq latency rose well above the quiet baseline's, and stalltop
-/// blames the hogs of the noisy cgroup.
-pub fn check(report: &Report, baseline: &Report, cgroups: &Cgroups) -> Result<(), String> {
+/// noisy-neighbour: the victim's runq latency rose well above the quiet baseline's, its worst
+/// wait matches `victim_worst_ns` (the longest the victim measured it was kept from running),
+/// and stalltop blames the hogs of the noisy cgroup.
+pub fn check(
+    report: &Report,
+    baseline: &Report,
+    cgroups: &Cgroups,
+    victim_worst_ns: u64,
+) -> Result<(), String> {
     let victim = cgroups
         .victim
         .as_deref()
@@ -37,9 +51,11 @@ pub fn check(report: &Report, baseline: &Report, cgroups: &Cgroups) -> Result<()
             row.p99_ns, quiet.p99_ns
         ));
     }
-    if row.max_ns < NOISY_MIN_MAX_NS {
+    let slack = NOISY_MAX_SLACK_NS.max(victim_worst_ns * NOISY_MAX_PERCENT / 100);
+    if row.max_ns + slack < victim_worst_ns {
         return fail(format!(
-            "victim runq max {} ns is below {NOISY_MIN_MAX_NS} ns",
+            "victim runq max {} ns is short of the victim's measured worst {victim_worst_ns} ns \
+             (- {slack} ns)",
             row.max_ns
         ));
     }
@@ -64,6 +80,9 @@ mod tests {
     use super::*;
     use crate::checks::fixtures::{assert_fails, report, with, NOISY, QUIET};
 
+    /// The victim's measured worst stall in the run NOISY was recorded in.
+    const WORST: u64 = 7_010_000;
+
     fn noisy_cgroups() -> Cgroups {
         Cgroups {
             victim: Some("/stalltop_victim".into()),
@@ -74,50 +93,63 @@ mod tests {
 
     #[test]
     fn noisy_neighbour_passes() {
-        check(&report(NOISY), &report(QUIET), &noisy_cgroups()).unwrap();
+        check(&report(NOISY), &report(QUIET), &noisy_cgroups(), WORST).unwrap();
     }
 
     #[test]
     fn noisy_neighbour_fails_when_p99_is_not_3x_the_baseline() {
         let baseline = with(QUIET, "/runq/0/p99_ns", json!(1_400_000));
-        let result = check(&report(NOISY), &baseline, &noisy_cgroups());
+        let result = check(&report(NOISY), &baseline, &noisy_cgroups(), WORST);
         assert_fails(result, "not >= 3x the quiet baseline's 1400000 ns");
     }
 
     #[test]
-    fn noisy_neighbour_fails_when_the_worst_wait_is_short() {
-        let noisy = with(NOISY, "/runq/0/max_ns", json!(2_900_000));
-        let result = check(&noisy, &report(QUIET), &noisy_cgroups());
-        assert_fails(result, "below 3000000 ns");
+    fn noisy_neighbour_fails_when_the_worst_wait_is_short_of_the_victims() {
+        let short = with(NOISY, "/runq/0/max_ns", json!(6_300_000));
+        let result = check(&short, &report(QUIET), &noisy_cgroups(), WORST);
+        assert_fails(
+            result,
+            "short of the victim's measured worst 7010000 ns (- 701000 ns)",
+        );
+        let within = with(NOISY, "/runq/0/max_ns", json!(6_320_000));
+        check(&within, &report(QUIET), &noisy_cgroups(), WORST).unwrap();
+    }
+
+    #[test]
+    fn a_short_worst_wait_passes_when_the_victim_measured_it() {
+        let short = with(NOISY, "/runq/0/max_ns", json!(2_925_688));
+        check(&short, &report(QUIET), &noisy_cgroups(), 2_960_000).unwrap();
+        let longer = with(NOISY, "/runq/0/max_ns", json!(3_952_521));
+        check(&longer, &report(QUIET), &noisy_cgroups(), 2_966_257).unwrap();
     }
 
     #[test]
     fn noisy_neighbour_fails_when_someone_else_is_blamed() {
         let wrong_comm = with(NOISY, "/runq/0/top_preemptors/0/comm", json!("kworker/1:1"));
-        let result = check(&wrong_comm, &report(QUIET), &noisy_cgroups());
+        let result = check(&wrong_comm, &report(QUIET), &noisy_cgroups(), WORST);
         assert_fails(
             result,
             "top preemptor is not comm \"hog\" in /stalltop_noisy",
         );
         let wrong_cgroup = with(NOISY, "/runq/0/top_preemptors/0/cgroup", json!("/"));
-        let result = check(&wrong_cgroup, &report(QUIET), &noisy_cgroups());
+        let result = check(&wrong_cgroup, &report(QUIET), &noisy_cgroups(), WORST);
         assert_fails(result, "top preemptor");
         let none = with(NOISY, "/runq/0/top_preemptors", json!([]));
-        let result = check(&none, &report(QUIET), &noisy_cgroups());
+        let result = check(&none, &report(QUIET), &noisy_cgroups(), WORST);
         assert_fails(result, "top preemptor");
     }
 
     #[test]
     fn noisy_neighbour_fails_without_cross_cgroup_preemptions() {
         let noisy = with(NOISY, "/runq/0/preempted_by/other_cgroup", json!(0));
-        let result = check(&noisy, &report(QUIET), &noisy_cgroups());
+        let result = check(&noisy, &report(QUIET), &noisy_cgroups(), WORST);
         assert_fails(result, "other_cgroup is 0");
     }
 
     #[test]
     fn noisy_neighbour_fails_without_a_baseline_row() {
         let baseline = with(QUIET, "/runq/0/cgroup", json!("/elsewhere"));
-        let result = check(&report(NOISY), &baseline, &noisy_cgroups());
+        let result = check(&report(NOISY), &baseline, &noisy_cgroups(), WORST);
         assert_fails(result, "quiet baseline: no runq row");
     }
 
@@ -129,6 +161,7 @@ mod tests {
             &with(&lossy, "/runq/0/max_ns", json!(1)),
             &report(QUIET),
             &noisy_cgroups(),
+            WORST,
         );
         assert_fails(result, "stalltop lost events");
     }

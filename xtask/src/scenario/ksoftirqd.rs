@@ -189,16 +189,8 @@ impl Fixture {
 /// The pid of `ksoftirqd/<cpu>`.
 fn ksoftirqd_pid(cpu: usize) -> Result<u32> {
     let name = format!("ksoftirqd/{cpu}");
-    for entry in fs::read_dir("/proc").context("list /proc")? {
-        let entry = entry?;
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if fs::read_to_string(entry.path().join("comm")).is_ok_and(|comm| comm.trim() == name) {
+    for (pid, dir) in host::proc_pids()? {
+        if fs::read_to_string(dir.join("comm")).is_ok_and(|comm| comm.trim() == name) {
             return Ok(pid);
         }
     }
