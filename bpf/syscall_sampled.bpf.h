@@ -101,18 +101,13 @@ __noinline int sampled_file_begin(__u32 slot)
 	struct file_time *v;
 	struct path_buf *b;
 	struct file *f;
-	__u8 how;
 
 	if (!cs)
 		return 0;
 	slot &= SAMPLED_CALLS - 1;
 	s = &cs->sampled[slot];
-	how = syscall_file_arg(s->nr);
 	s->has_file = 0;
-	if (how != SYSCALL_ARG_FD0 && how != SYSCALL_ARG_FD1)
-		return 0;
-	f = file_of_fd((struct task_struct *)bpf_get_current_task(),
-		       how == SYSCALL_ARG_FD0 ? s->arg0 : s->arg1);
+	f = (struct file *)call_fd_file(false, s->nr, s->arg0, s->arg1);
 	if (!f)
 		return 0;
 	/* Another thread closed the fd and reused it before this first tick:
@@ -166,8 +161,7 @@ __noinline int sampled_path_resolve(__u32 slot)
 	s = &cs->sampled[slot];
 	how = syscall_file_arg(s->nr);
 	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1) {
-		f = file_of_fd((struct task_struct *)bpf_get_current_task(),
-			       how == SYSCALL_ARG_FD0 ? s->arg0 : s->arg1);
+		f = (struct file *)call_fd_file(false, s->nr, s->arg0, s->arg1);
 		/* (No file at the first tick: the fd was closed by then.) */
 		if (!f || !s->has_file || BPF_CORE_READ(f, f_inode, i_ino) != s->file.inode ||
 		    BPF_CORE_READ(f, f_inode, i_sb, s_dev) != s->file.dev) {

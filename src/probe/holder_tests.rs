@@ -7,9 +7,12 @@
 
 use std::time::Duration;
 
-use super::migration_tests::{monotonic_ns, sleep_until, spin_until, RtBudget, MS};
-use super::tests::{config, pin_to, runq_waits_of, set_name, until_clean, Contaminated};
+use super::migration_tests::{RtBudget, MS};
+use super::tests::{
+    config, pin_to, runq_waits_of, set_name, sleep_until, spin_until, until_clean, Contaminated,
+};
 use super::*;
+use crate::host;
 
 const CPU: usize = 1;
 const ROUNDS: u64 = 3;
@@ -77,7 +80,7 @@ fn wait_behind_many_slices_then_one(first: u64) -> (u32, Vec<(u64, u64)>) {
                 .map(|round| {
                     let wake = round_start(first, round) + WAKE_AFTER;
                     sleep_until(wake);
-                    (wake, monotonic_ns())
+                    (wake, host::monotonic_ns())
                 })
                 .collect();
             (tid, waits)
@@ -89,7 +92,7 @@ fn wait_behind_many_slices_then_one(first: u64) -> (u32, Vec<(u64, u64)>) {
 fn blamed_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(config, &mut storage).expect("probes load");
-    let (tid, rounds) = wait_behind_many_slices_then_one(monotonic_ns() + 50 * MS);
+    let (tid, rounds) = wait_behind_many_slices_then_one(host::monotonic_ns() + 50 * MS);
     let records = session.poll(Duration::from_millis(100));
     let waits = runq_waits_of(&records, tid);
     let blamed: Vec<Option<&str>> = rounds

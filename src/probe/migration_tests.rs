@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use super::tests::{
-    config, pin_to, runq_waits_of, set_name, until_clean, without_sched_info, Contaminated,
+    config, pin_to, runq_waits_of, set_name, sleep_until, spin_until, until_clean,
+    without_sched_info, Contaminated,
 };
 use super::*;
 use crate::event::RunqWait;
@@ -36,32 +37,6 @@ const ROUNDS_RIGHT: usize = ROUNDS as usize - 1;
 struct Round {
     wake_ns: u64,
     ran_ns: u64,
-}
-
-pub(super) fn monotonic_ns() -> u64 {
-    host::monotonic_ns()
-}
-
-pub(super) fn sleep_until(ns: u64) {
-    let at = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as i64,
-        tv_nsec: (ns % 1_000_000_000) as i64,
-    };
-    // SAFETY: clock_nanosleep reads `at`; a null remainder is allowed with TIMER_ABSTIME.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &at,
-            std::ptr::null_mut(),
-        )
-    };
-}
-
-pub(super) fn spin_until(ns: u64) {
-    while monotonic_ns() < ns {
-        std::hint::spin_loop();
-    }
 }
 
 /// Pin thread `tid` (0: the caller) to `cpu`; false if the kernel refused.
@@ -162,7 +137,7 @@ fn waits_moved_between_cpus(start_ns: u64) -> (u32, Vec<Round>) {
                     sleep_until(wake(round));
                     Round {
                         wake_ns: wake(round),
-                        ran_ns: monotonic_ns(),
+                        ran_ns: host::monotonic_ns(),
                     }
                 })
                 .collect::<Vec<_>>()
@@ -191,7 +166,7 @@ fn is_whole_and_blames_hog0(wait: &RunqWait, round: &Round) -> bool {
 fn moved_wait_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(config, &mut storage).expect("probes load");
-    let start_ns = monotonic_ns() + 50 * MS;
+    let start_ns = host::monotonic_ns() + 50 * MS;
     let (tid, rounds) = waits_moved_between_cpus(start_ns);
     let records = session.poll(Duration::from_millis(100));
     let waits = runq_waits_of(&records, tid);

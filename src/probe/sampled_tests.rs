@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::tests::{config, own_cgroup_id, pin_to, thread_cpu_ns, ONE_AT_A_TIME};
+use super::tests::{config, own_cgroup_id, pin_to, sleep_until, thread_cpu_ns, ONE_AT_A_TIME};
 use super::*;
 use crate::event::{self, Event, FilePath};
 use crate::host;
@@ -32,19 +32,7 @@ fn periodic_waker(stop: Arc<AtomicBool>) -> (u32, std::thread::JoinHandle<()>) {
         let mut deadline = host::monotonic_ns();
         while !stop.load(Ordering::Relaxed) {
             deadline += WAKER_PERIOD_NS;
-            let at = libc::timespec {
-                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
-                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
-            };
-            // SAFETY: clock_nanosleep reads `at`; a null remainder is allowed.
-            unsafe {
-                libc::clock_nanosleep(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TIMER_ABSTIME,
-                    &at,
-                    std::ptr::null_mut(),
-                )
-            };
+            sleep_until(deadline);
             let work = Instant::now();
             while work.elapsed() < Duration::from_micros(200) {
                 std::hint::spin_loop();

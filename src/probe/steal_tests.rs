@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::tests::{config, pin_to, ONE_AT_A_TIME};
+use super::tests::{config, cpu_states, pin_to, ONE_AT_A_TIME};
 use super::*;
 
 /// /proc/stat counts steal in clock ticks (USER_HZ) at the scheduler tick; the sampler's value
@@ -14,20 +14,9 @@ const TOLERANCE_NS: u64 = 40_000_000;
 
 /// Each CPU's steal time as the sampler last read it.
 fn sampler_steal_ns(loaded: &loader::Loaded<'_>) -> Vec<u64> {
-    use libbpf_rs::{MapCore, MapFlags};
-    loaded
-        .maps()
-        .maps
-        .cpus
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .expect("the cpus map")
-        .expect("its one entry")
+    cpu_states(loaded)
         .iter()
-        .map(|bytes| {
-            let mut state = skel::types::cpu_state::default();
-            plain::copy_from_bytes(&mut state, bytes).expect("a cpu_state");
-            state.last_tick_steal
-        })
+        .map(|state| state.last_tick_steal)
         .collect()
 }
 

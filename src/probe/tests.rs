@@ -353,6 +353,30 @@ fn auto_mode_picks_tp_btf_on_this_kernel() {
 
 // ---- helpers of the tests below and of the other probe test modules ----
 
+/// Sleeps until CLOCK_MONOTONIC reads `ns`.
+pub(super) fn sleep_until(ns: u64) {
+    let at = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    };
+    // SAFETY: clock_nanosleep reads `at`; a null remainder is allowed with TIMER_ABSTIME.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &at,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// Spins on this CPU until CLOCK_MONOTONIC reads `ns`.
+pub(super) fn spin_until(ns: u64) {
+    while host::monotonic_ns() < ns {
+        std::hint::spin_loop();
+    }
+}
+
 /// Pin this thread to `cpu` so every test run lands on one CPU's state.
 pub(super) fn pin_to(cpu: usize) {
     // SAFETY: cpu_set_t is plain data set up by CPU_ZERO/CPU_SET.
@@ -841,9 +865,8 @@ pub(super) fn thread_cpu_ns() -> u64 {
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
-/// Each CPU's ksoftirqd thread and whether its state is live, as the
-/// probes hold them.
-fn ksoftirqd_in_cpu_states(loaded: &loader::Loaded<'_>) -> Vec<(u32, bool)> {
+/// Each CPU's state as the probes hold it.
+pub(super) fn cpu_states(loaded: &loader::Loaded<'_>) -> Vec<skel::types::cpu_state> {
     use libbpf_rs::{MapCore, MapFlags};
     loaded
         .maps()
@@ -856,8 +879,17 @@ fn ksoftirqd_in_cpu_states(loaded: &loader::Loaded<'_>) -> Vec<(u32, bool)> {
         .map(|bytes| {
             let mut state = skel::types::cpu_state::default();
             plain::copy_from_bytes(&mut state, bytes).expect("a cpu_state");
-            (state.ksoftirqd_tid, state.current_since != 0)
+            state
         })
+        .collect()
+}
+
+/// Each CPU's ksoftirqd thread and whether its state is live, as the
+/// probes hold them.
+fn ksoftirqd_in_cpu_states(loaded: &loader::Loaded<'_>) -> Vec<(u32, bool)> {
+    cpu_states(loaded)
+        .iter()
+        .map(|state| (state.ksoftirqd_tid, state.current_since != 0))
         .collect()
 }
 
