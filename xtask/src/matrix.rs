@@ -42,6 +42,9 @@ const RECORD_LIMIT: Duration = Duration::from_secs(60);
 const REPORT_LIMIT: Duration = Duration::from_secs(30);
 /// Firmware, kernel and initramfs unpacking before the guest's first step (~10 s seen).
 const BOOT_ALLOWANCE: Duration = Duration::from_secs(90);
+/// A guest silent on both serial ports this long froze whole (its script's heartbeat comes every
+/// `guest_script::HEARTBEAT`; seen: a guest silent from right after boot until its limit).
+const SILENCE_LIMIT: Duration = Duration::from_secs(120);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -197,8 +200,8 @@ fn emulator_fault(attempt: &Boot) -> Option<String> {
              livelock of the emulator's stale translation, not of the guest"
         )),
         (None, None, Some(tag)) => Some(format!(
-            "the guest sent nothing after {tag} until killed, though each of its steps has a \
-             limit far shorter than that: the whole guest froze in the emulator"
+            "the guest fell silent after {tag}, its console heartbeat too, though each of its \
+             steps has a limit of its own: the whole guest froze in the emulator"
         )),
         (None, None, None) => None,
     }
@@ -212,7 +215,8 @@ struct Boot {
     stalled_section: Option<String>,
     /// Set when the guest died of a lockup while kernel text was being patched.
     text_patching_lockup: Option<String>,
-    /// Set when the host killed the guest with nothing sent since this section.
+    /// Set when the host killed the guest for its silence, with nothing sent since this
+    /// section.
     frozen_after: Option<String>,
 }
 
@@ -224,6 +228,7 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
         console: dir.join("console.log"),
         qemu_log: dir.join("qemu.log"),
         limit: BOOT_ALLOWANCE + plan.steps_limit(),
+        silence_limit: SILENCE_LIMIT,
     };
     eprintln!(
         "kernel-matrix: booting {} ({} {}), at most {:?}",
@@ -257,6 +262,11 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
             .collect();
         if outcome.is_err() {
             stalled_section = guest_output::stalled_section(&console);
+        }
+        let silent = outcome
+            .as_ref()
+            .is_err_and(|err| err.downcast_ref::<qemu::Silent>().is_some());
+        if silent {
             frozen_after = guest_output::silent_after(&console);
         }
         text_patching_lockup = guest_output::text_patching_lockup(&console);

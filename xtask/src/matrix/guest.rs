@@ -131,7 +131,10 @@ pub fn last_lines(text: &str) -> String {
 /// The last lines of a guest's kernel console, indented under a failure: enough for the
 /// call traces of a panic (soft lockup, RCU stall).
 pub fn console_tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty() && !line.contains(guest_output::ALIVE))
+        .collect();
     lines[lines.len().saturating_sub(CONSOLE_LINES)..]
         .iter()
         .map(|line| format!("      {line}"))

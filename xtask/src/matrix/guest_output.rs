@@ -12,6 +12,9 @@ pub const DONE: &str = "@@kernel-matrix done";
 /// UART, no interrupt needed) before and after each section goes to the results port.
 pub const SENDING: &str = "kernel-matrix: sending";
 pub const SENT: &str = "kernel-matrix: sent";
+/// Written to the kernel console every `guest_script::HEARTBEAT` while the guest's script runs:
+/// a guest silent on both ports for long froze whole.
+pub const ALIVE: &str = "kernel-matrix: alive";
 
 /// The section the guest's script was sending on its results port when it stopped there: its
 /// console says it began sending the section and never finished. An emulated UART that lost its
@@ -32,9 +35,9 @@ pub fn stalled_section(console: &str) -> Option<String> {
 
 /// The section a guest last sent before it fell silent: its console's last marker says a
 /// section was sent, and no other began. Every step in the guest runs under its own limit, past
-/// which its section is sent anyway, and the host's limit is their sum; a guest killed by the
-/// host with nothing sent since froze whole (no watchdog, no timer of its own fired): the
-/// emulator, as in the TCG text-patching livelocks, not a step that hung.
+/// which its section is sent anyway, and a heartbeat writes to the console meanwhile; a guest
+/// silent on both ports with nothing sent since froze whole (no watchdog, no timer of its own
+/// fired): the emulator, as in the TCG text-patching livelocks, not a step that hung.
 pub fn silent_after(console: &str) -> Option<String> {
     let last = console
         .lines()

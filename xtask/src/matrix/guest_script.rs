@@ -5,7 +5,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::guest_output::{BEGIN, DONE, END, SENDING, SENT};
+use super::guest_output::{ALIVE, BEGIN, DONE, END, SENDING, SENT};
 use super::modes::Mode;
 
 /// Where the guest has the static release binary and the unit-test binary.
@@ -15,6 +15,9 @@ pub const PROBE_TESTS: &str = "/usr/libexec/stalltop-tests";
 pub const LOAD_CGROUP: &str = "/kernel-matrix-load";
 /// The tests of the unit-test binary that run the BPF programs on the kernel.
 pub const PROBE_TEST_FILTER: &str = "probe::tests";
+/// How often the guest says on its console that it runs (the host kills a guest that stays
+/// silent much longer: `qemu::Guest::silence_limit`).
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
 /// Lines of a failing program's stderr sent back (the verifier's log can be megabytes; its
 /// verdict is at the end).
 const STDERR_LINES: u32 = 100;
@@ -69,6 +72,9 @@ section() {{
 	echo "{END} $1 $2" >&3
 	echo "<3>{SENT} $1" > /dev/kmsg
 }}
+
+# A heartbeat on the console, whatever the steps do: a guest that stops it froze whole.
+(while :; do echo "<3>{ALIVE} (uptime $(cut -d" " -f1 /proc/uptime) s)" > /dev/kmsg; sleep {heartbeat}; done) &
 
 # until_exists FILE WHAT / until_empty FILE WHAT: waits (at most 30 s) for a file to appear
 # or to be empty; past that, says so with what the guest's tasks wait on.
@@ -171,6 +177,7 @@ tail -n {stderr_lines} /tmp/tests.err | section probe-tests-stderr $status
         probe_tests = PROBE_TESTS,
         probe_filter = PROBE_TEST_FILTER,
         stderr_lines = STDERR_LINES,
+        heartbeat = HEARTBEAT.as_secs(),
     );
     for mode in &plan.modes {
         writeln!(
@@ -228,6 +235,7 @@ mod tests {
              -o /tmp/rec.stl \"$@\" 2> /tmp/rec.err &"
         ));
         assert!(script.contains("\t\tsleep 3\n\t\tkill -TERM $rec"));
+        assert!(script.contains("> /dev/kmsg; sleep 15; done) &"));
     }
 
     #[test]

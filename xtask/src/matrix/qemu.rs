@@ -1,5 +1,6 @@
 //! Boots one guest under qemu-system-x86_64 (TCG: KVM guests hang on this machine kind) and
-//! waits for it to power off, killing it past its time limit or on SIGINT/SIGTERM.
+//! waits for it to power off, killing it past its time limit, when it falls silent, or on
+//! SIGINT/SIGTERM.
 
 use std::fs::File;
 use std::io;
@@ -28,7 +29,26 @@ pub struct Guest<'a> {
     /// QEMU's own messages.
     pub qemu_log: PathBuf,
     pub limit: Duration,
+    /// Killed when neither serial port got a byte for this long (the guest's script writes a
+    /// heartbeat to the console): the guest froze whole in the emulator.
+    pub silence_limit: Duration,
 }
+
+/// Why a guest was killed when it fell silent (see `Guest::silence_limit`).
+#[derive(Debug)]
+pub struct Silent(pub Duration);
+
+impl std::fmt::Display for Silent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the guest wrote nothing on either serial port for {:?}: killed",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Silent {}
 
 /// Runs the guest to its power-off; the wall time it took.
 pub fn run(guest: &Guest) -> Result<Duration> {
@@ -75,6 +95,7 @@ pub fn run(guest: &Guest) -> Result<Duration> {
     }
     let started = Instant::now();
     let mut child = command.spawn().context("start qemu-system-x86_64")?;
+    let mut watch = SilenceWatch::new(guest.silence_limit, started);
     let outcome = loop {
         if let Some(status) = child.try_wait()? {
             break if status.success() {
@@ -95,6 +116,10 @@ pub fn run(guest: &Guest) -> Result<Duration> {
                 guest.limit
             ));
         }
+        let written = file_len(&guest.console) + file_len(&guest.results);
+        if watch.silent(written, Instant::now()) {
+            break Err(Silent(guest.silence_limit).into());
+        }
         thread::sleep(POLL);
     };
     if outcome.is_err() {
@@ -104,6 +129,60 @@ pub fn run(guest: &Guest) -> Result<Duration> {
     outcome
 }
 
+/// Whether a guest has written nothing for longer than its limit, from the bytes its serial
+/// ports hold at each poll.
+struct SilenceWatch {
+    limit: Duration,
+    written: u64,
+    since: Instant,
+}
+
+impl SilenceWatch {
+    fn new(limit: Duration, started: Instant) -> Self {
+        SilenceWatch {
+            limit,
+            written: 0,
+            since: started,
+        }
+    }
+
+    fn silent(&mut self, written: u64, now: Instant) -> bool {
+        if written != self.written {
+            self.written = written;
+            self.since = now;
+        }
+        now.duration_since(self.since) > self.limit
+    }
+}
+
+/// The length of a file QEMU writes (0 before it exists).
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |meta| meta.len())
+}
+
 fn serial_file(path: &Path) -> String {
     format!("file:{}", path.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guest_is_silent_only_when_nothing_came_for_longer_than_the_limit() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut watch = SilenceWatch::new(Duration::from_secs(120), start);
+        // Booting: nothing yet, within the limit.
+        assert!(!watch.silent(0, at(100)));
+        assert!(!watch.silent(4096, at(110)));
+        // The heartbeat keeps it alive through a long step.
+        assert!(!watch.silent(4096, at(229)));
+        assert!(!watch.silent(4160, at(230)));
+        assert!(!watch.silent(4160, at(350)));
+        assert!(watch.silent(4160, at(351)));
+        // Never written at all.
+        let mut never = SilenceWatch::new(Duration::from_secs(120), start);
+        assert!(never.silent(0, at(121)));
+    }
 }
