@@ -45,6 +45,14 @@ pub struct Args {
     /// Also write the markdown report to this file.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Run only this workload (repeatable; default: every one). With fewer workloads and
+    /// variants, more rounds fit in the same time: a sharper median for one question.
+    #[arg(long = "workload", value_name = "NAME")]
+    workloads: Vec<Workload>,
+    /// Measure only this variant beside nothing attached (repeatable; default: every one,
+    /// the references when --references names them).
+    #[arg(long = "variant", value_name = "NAME")]
+    variants: Vec<Variant>,
 }
 
 pub fn main(args: &Args) -> Result<()> {
@@ -71,19 +79,33 @@ pub fn main(args: &Args) -> Result<()> {
             }
         }
     }
+    if binaries.references.is_none() {
+        if let Some(reference) = args.variants.iter().find(|v| v.is_reference()) {
+            bail!(
+                "--variant {} needs --references DIR with bcc libbpf-tools' binaries",
+                reference.name()
+            );
+        }
+    }
     let variants: Vec<Variant> = VARIANTS
         .into_iter()
         .filter(|v| !v.is_reference() || binaries.references.is_some())
+        .filter(|v| *v == Variant::Nothing || args.variants.is_empty() || args.variants.contains(v))
+        .collect();
+    let workloads: Vec<Workload> = WORKLOADS
+        .into_iter()
+        .filter(|w| args.workloads.is_empty() || args.workloads.contains(w))
         .collect();
     let scratch = std::env::temp_dir().join(format!("stalltop-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
     let recording = scratch.join("bench.stl");
-    let measured = measure_all(args, &binaries, &variants, &recording);
+    let measured = measure_all(args, &binaries, &workloads, &variants, &recording);
     let _ = std::fs::remove_dir_all(&scratch);
     let (runs, idle) = measured?;
     let report = report::render(&Results {
         rounds: args.rounds,
         machine: machine()?,
+        workloads,
         variants,
         runs,
         idle,
@@ -100,6 +122,7 @@ type Runs = BTreeMap<(Workload, Variant), Vec<Run>>;
 fn measure_all(
     args: &Args,
     binaries: &Binaries,
+    workloads: &[Workload],
     variants: &[Variant],
     recording: &Path,
 ) -> Result<(Runs, Option<IdleCpu>)> {
@@ -112,12 +135,12 @@ fn measure_all(
     let redis = RedisServer::start()?;
     // The first run of each is slower (a fresh server's keys and memory,
     // binaries and page cache): one untimed run before the rounds.
-    for workload in WORKLOADS {
+    for workload in workloads {
         workload.run(&redis)?;
     }
     let mut runs = Runs::new();
     for round in 0..args.rounds {
-        for workload in WORKLOADS {
+        for &workload in workloads {
             // Rotate the order each round so no variant always goes first.
             for i in 0..variants.len() {
                 let variant = variants[(i + round as usize) % variants.len()];

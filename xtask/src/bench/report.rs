@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::probe_stats::ProgramCost;
 use super::stats::{paired_ratios, spread, Spread};
 use super::tool::Variant;
-use super::workload::{Outcome, Workload, WORKLOADS};
+use super::workload::{Outcome, Workload};
 
 /// One workload run under one variant.
 #[derive(Clone, Debug, Default)]
@@ -34,6 +34,8 @@ pub struct Results {
     pub rounds: u32,
     /// Where it ran: kernel, CPUs.
     pub machine: String,
+    /// The workloads measured, in row order.
+    pub workloads: Vec<Workload>,
     /// The variants measured, in column order (`Variant::Nothing` first).
     pub variants: Vec<Variant>,
     /// Per workload and variant, one run per round, in round order.
@@ -133,7 +135,7 @@ pub fn render(results: &Results) -> String {
          rounds [min-max]. The first column is the baseline (median).\n"
     );
     table_head(&mut out, &["workload", "nothing attached"], &attached);
-    for workload in WORKLOADS {
+    for &workload in &results.workloads {
         let baseline = spread(
             results
                 .runs(workload, Variant::Nothing)
@@ -167,7 +169,7 @@ pub fn render(results: &Results) -> String {
          % of one CPU, median of rounds [min-max].\n"
     );
     table_head(&mut out, &["workload"], &tools);
-    for workload in WORKLOADS {
+    for &workload in &results.workloads {
         let cells: Vec<String> = tools
             .iter()
             .map(|v| {
@@ -187,7 +189,7 @@ pub fn render(results: &Results) -> String {
     let stalltop: Vec<Variant> = tools.iter().copied().filter(|v| v.is_stalltop()).collect();
     let _ = writeln!(out, "\nstalltop's lost events, summed over all rounds:\n");
     table_head(&mut out, &["workload"], &stalltop);
-    for workload in WORKLOADS {
+    for &workload in &results.workloads {
         let cells: Vec<String> = stalltop
             .iter()
             .map(|v| {
@@ -210,7 +212,7 @@ pub fn render(results: &Results) -> String {
         );
     }
 
-    for workload in WORKLOADS {
+    for &workload in &results.workloads {
         render_programs(&mut out, results, workload, &attached);
     }
     out
@@ -294,6 +296,7 @@ fn render_programs(out: &mut String, results: &Results, workload: Workload, atta
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::workload::WORKLOADS;
 
     fn run(wall_s: f64, rps: Option<f64>, programs: &[(&str, u64)]) -> Run {
         Run {
@@ -344,6 +347,7 @@ mod tests {
         Results {
             rounds: 2,
             machine: "a test".into(),
+            workloads: WORKLOADS.to_vec(),
             variants,
             runs,
             idle: Some(IdleCpu {
@@ -420,6 +424,16 @@ mod tests {
         );
         assert!(report.contains("were not measured"), "{report}");
         assert!(!report.contains("runqlat's sched_switch"), "{report}");
+    }
+
+    #[test]
+    fn a_bench_of_some_workloads_reports_only_those() {
+        let mut results = results(vec![Variant::Nothing, Variant::Stalltop]);
+        results.workloads = vec![Workload::Redis];
+        let report = render(&results);
+        assert!(report.contains("| redis-benchmark"), "{report}");
+        assert!(!report.contains("getpid() x 2M"), "{report}");
+        assert!(!report.contains("perf bench sched"), "{report}");
     }
 
     #[test]

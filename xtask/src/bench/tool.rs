@@ -15,17 +15,25 @@ const ATTACH_LIMIT: Duration = Duration::from_secs(30);
 /// A tool has exited within this long of SIGINT, or is killed.
 const STOP_LIMIT: Duration = Duration::from_secs(20);
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, clap::ValueEnum)]
 pub enum Variant {
+    /// The baseline, always measured.
+    #[value(skip)]
     Nothing,
     /// bench-floor: empty programs on the tracepoints stalltop uses.
+    #[value(name = "empty")]
     EmptyPrograms,
     /// bench-floor --minimal: a run-queue histogram per cgroup and a
     /// syscall latency histogram, nothing more.
     Minimal,
     /// `stalltop record`: the default, `--syscalls sampled`.
+    #[value(name = "stalltop")]
     Stalltop,
+    /// `stalltop record --syscalls exact`.
+    #[value(name = "exact")]
     StalltopExact,
+    /// `stalltop record --syscalls off`.
+    #[value(name = "off")]
     StalltopOff,
     /// bcc libbpf-tools `runqlat`: sched_switch, sched_wakeup(_new).
     Runqlat,
@@ -33,6 +41,7 @@ pub enum Variant {
     /// program stays unattached without -L).
     Syscount,
     /// `syscount -L`: sys_enter and sys_exit, with latency.
+    #[value(name = "syscount-l")]
     SyscountLatency,
 }
 

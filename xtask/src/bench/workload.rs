@@ -17,7 +17,7 @@ const REDIS_CLIENTS: &str = "20";
 const REDIS_RUN_LIMIT: Duration = Duration::from_secs(120);
 const REDIS_START_LIMIT: Duration = Duration::from_secs(10);
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, clap::ValueEnum)]
 pub enum Workload {
     /// `perf bench sched messaging -g 5 -l 1000`: scheduler and syscall
     /// heavy (about 60k switches, 4M syscalls).
@@ -26,7 +26,7 @@ pub enum Workload {
     /// forth, about 400k context switches with short waits: the ordinary
     /// path of the scheduler probe.
     Pipe,
-    /// GETPID_CALLS getpid() calls: the per-syscall cost, undiluted.
+    /// `getpid()` called GETPID_CALLS (2M) times: the per-syscall cost, undiluted.
     Getpid,
     /// redis-benchmark against a redis-server on loopback: a real server.
     Redis,
