@@ -25,12 +25,15 @@ pub struct Contamination {
     /// process forks little but can hold the scenario's CPU for milliseconds at a time (seen: a
     /// compiler, 11 ms, in a run with 94 forks).
     pub foreign_cpu_ns: u64,
+    /// How long the run took, from these counters' first read to their last.
+    pub window_ns: u64,
     /// Steal time of the scenario's CPU during the run (/proc/stat, in USER_HZ ticks).
     pub steal_ns: u64,
 }
 
 /// Host counters taken before a scenario starts.
 pub struct Before {
+    taken: std::time::Instant,
     loadavg: f64,
     forks: u64,
     processes: HashMap<u32, Process>,
@@ -41,6 +44,7 @@ pub struct Before {
 impl Before {
     pub fn take(cpu: usize) -> Result<Self> {
         Ok(Before {
+            taken: std::time::Instant::now(),
             loadavg: loadavg_1m()?,
             forks: forks()?,
             processes: processes()?,
@@ -57,6 +61,7 @@ impl Before {
             own_forks,
             foreign_forks: forks.saturating_sub(own_forks),
             foreign_cpu_ns: foreign_cpu_ns(&self.processes, &processes()?),
+            window_ns: self.taken.elapsed().as_nanos() as u64,
             steal_ns: steal_ns(self.cpu)?.saturating_sub(self.steal_ns),
         })
     }
