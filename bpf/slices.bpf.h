@@ -63,6 +63,11 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 		sl->steal_end = steal_end;
 		sl->held_ns += end - start;
 		sl->softirq_ns += softirq;
+		/* A busy task's entry can last all its life: it names the
+		 * cgroup and name the task has now (a task moved into its
+		 * container after it started ran in the parent's first). */
+		sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
+		comm_copy(btf, sl->comm, prev);
 		return;
 	}
 	sl->start = start;

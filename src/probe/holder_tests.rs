@@ -3,7 +3,10 @@
 //! filler running in its gaps), then `st-once` in one 20 ms slice. `st-often` held the CPU
 //! twice as long and is the culprit, though the last few slices (all a short memory would
 //! weigh) hold more of `st-once`. The real-time tasks spin at most 62 ms per 200 ms round,
-//! pinned, in a cgroup with a real-time budget.
+//! pinned, in a cgroup with a real-time budget. A second test renames `st-often` halfway
+//! through its slices: the culprit bears the name it has when the wait ends (a task's holder
+//! entry lasts as long as it keeps running, and a task renamed, or moved into its container,
+//! after it started must not be named as it was).
 
 use std::time::Duration;
 
@@ -33,8 +36,12 @@ fn round_start(first: u64, round: u64) -> u64 {
     first + round * ROUND_NS
 }
 
+/// What `st-often` renames itself to halfway through its slices, in the renaming test.
+const RENAMED: &std::ffi::CStr = c"st-renamed";
+
 /// The rounds; returns the waiter's thread id and, per round, when it woke and when it ran.
-fn wait_behind_many_slices_then_one(first: u64) -> (u32, Vec<(u64, u64)>) {
+/// With `rename`, `st-often` takes the name RENAMED halfway through its slices of each round.
+fn wait_behind_many_slices_then_one(first: u64, rename: bool) -> (u32, Vec<(u64, u64)>) {
     let budget = RtBudget::create();
     std::thread::scope(|scope| {
         scope.spawn(|| {
@@ -44,7 +51,11 @@ fn wait_behind_many_slices_then_one(first: u64) -> (u32, Vec<(u64, u64)>) {
             for round in 0..ROUNDS {
                 let start = round_start(first, round);
                 sleep_until(start);
+                set_name(c"st-often");
                 for slice in 0..OFTEN_SLICES {
+                    if rename && slice == OFTEN_SLICES / 2 {
+                        set_name(RENAMED);
+                    }
                     let at = start + slice * (OFTEN_SLICE_NS + OFTEN_GAP_NS);
                     spin_until(at + OFTEN_SLICE_NS);
                     sleep_until(at + OFTEN_SLICE_NS + OFTEN_GAP_NS);
@@ -89,10 +100,15 @@ fn wait_behind_many_slices_then_one(first: u64) -> (u32, Vec<(u64, u64)>) {
     })
 }
 
-fn blamed_once(config: &ProbeConfig) -> Result<(), Contaminated> {
+fn blamed_once(config: &ProbeConfig, rename: bool) -> Result<(), Contaminated> {
+    let culprit = if rename {
+        RENAMED.to_str().unwrap()
+    } else {
+        "st-often"
+    };
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(config, &mut storage).expect("probes load");
-    let (tid, rounds) = wait_behind_many_slices_then_one(host::monotonic_ns() + 50 * MS);
+    let (tid, rounds) = wait_behind_many_slices_then_one(host::monotonic_ns() + 50 * MS, rename);
     let records = session.poll(Duration::from_millis(100));
     let waits = runq_waits_of(&records, tid);
     let blamed: Vec<Option<&str>> = rounds
@@ -104,21 +120,42 @@ fn blamed_once(config: &ProbeConfig) -> Result<(), Contaminated> {
                 .map(|w| w.ran.comm.as_str())
         })
         .collect();
-    if blamed.iter().filter(|&&c| c == Some("st-often")).count() >= ROUNDS as usize - 1 {
+    if blamed.iter().filter(|&&c| c == Some(culprit)).count() >= ROUNDS as usize - 1 {
         return Ok(());
     }
-    let ours = ["st-often", "st-once", "st-filler", "st-waiter"];
+    let ours = [
+        "st-often",
+        "st-renamed",
+        "st-once",
+        "st-filler",
+        "st-waiter",
+    ];
     if waits.iter().any(|w| !ours.contains(&w.ran.comm.as_str())) {
         return Err(Contaminated(format!(
             "foreign tasks in the waits: {waits:#?}"
         )));
     }
-    panic!("culprits per round {blamed:?} (expected st-often); waits: {waits:#?}");
+    panic!("culprits per round {blamed:?} (expected {culprit}); waits: {waits:#?}");
 }
 
 fn the_longest_holder_over_the_whole_wait_is_blamed(attach: AttachMode) {
     let config = config(attach);
-    until_clean(|| blamed_once(&config));
+    until_clean(|| blamed_once(&config, false));
+}
+
+fn the_holder_bears_the_name_it_has_when_the_wait_ends(attach: AttachMode) {
+    let config = config(attach);
+    until_clean(|| blamed_once(&config, true));
+}
+
+#[test]
+fn tp_btf_a_holder_renamed_while_it_holds_the_cpu_is_named_as_it_is_now() {
+    the_holder_bears_the_name_it_has_when_the_wait_ends(AttachMode::TpBtf);
+}
+
+#[test]
+fn raw_tp_a_holder_renamed_while_it_holds_the_cpu_is_named_as_it_is_now() {
+    the_holder_bears_the_name_it_has_when_the_wait_ends(AttachMode::RawTp);
 }
 
 #[test]
