@@ -273,12 +273,23 @@ pub(super) fn stalls_name_the_calls(
                 }
             }
         }
-        // A call that held the CPU throughout delayed the victim: the stall must name it.
+        // A call that held the CPU throughout delayed the victim: the stall must name it. The
+        // victim waited in the stall when it is the waiter the stall shows, or when its wait
+        // (a run-queue record) lies in the stall: a stall shows one waiter, the longest one
+        // kept off by a neighbour (seen: a kworker that waited 23.7 ms beside the victim).
         let required_late = report.settings.runq_threshold_ns + VICTIM_MARGIN_NS;
         if timing.switches <= 1 && timing.victim_late_ns >= required_late {
-            let named = report.stalls.iter().filter(overlapping).any(|stall| {
+            let victim_waited_in = |stall: &Stall| {
                 stall.waited.comm.as_deref() == Some(truth.victim_comm)
-                    && stall.culprit.as_ref().is_some_and(names_call)
+                    || report.runq_events.iter().any(|event| {
+                        event.cpu == stall.cpu
+                            && event.comm == truth.victim_comm
+                            && event.ts_ns.saturating_sub(event.wait_ns) >= stall.start_ns
+                            && event.ts_ns <= stall.start_ns + stall.duration_ns
+                    })
+            };
+            let named = report.stalls.iter().filter(overlapping).any(|stall| {
+                victim_waited_in(stall) && stall.culprit.as_ref().is_some_and(names_call)
             });
             if !named {
                 let candidates: Vec<&Stall> = report.stalls.iter().filter(overlapping).collect();
@@ -430,6 +441,28 @@ mod tests {
         munmap["softirq_ns"] = json!(10 * MS);
         doc["slow_syscalls"] = json!([munmap]);
         check(&serde_json::from_value(doc).unwrap(), &slow_truth()).unwrap();
+    }
+
+    #[test]
+    fn the_victim_waited_in_a_stall_that_shows_a_longer_waiter_when_its_wait_lies_inside() {
+        // Seen in CI: a kworker waited 23.7 ms beside the victim behind getdents64, and the
+        // stall shows the kworker (the longer wait behind a neighbour).
+        let mut doc: Value = serde_json::from_str(&slow_report()).unwrap();
+        doc["stalls"][0]["waited"] = json!({"pid": 2812, "comm": "kworker/1:3", "cgroup": "/"});
+        let victim_wait = |cpu: u32| {
+            json!([{"cpu": cpu, "ts_ns": 1_100_300_000 + 18 * MS, "wait_ns": 15 * MS,
+                    "steal_ns": 0, "pid": 4001, "tid": 4001, "comm": "victim",
+                    "cgroup": "/stalltop_victim",
+                    "ran_instead": {"pid": 11, "comm": "culprit", "cgroup": "/stalltop_culprit"}}])
+        };
+        doc["runq_events"] = victim_wait(1);
+        check(&serde_json::from_value(doc.clone()).unwrap(), &slow_truth()).unwrap();
+        // Its wait on another CPU is not in this stall.
+        doc["runq_events"] = victim_wait(0);
+        assert_fails(
+            check(&serde_json::from_value(doc).unwrap(), &slow_truth()),
+            "no stall in which the victim waited names culprit (tid 11)",
+        );
     }
 
     #[test]
