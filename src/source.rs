@@ -292,7 +292,7 @@ pub fn session_header(
             attach: info.attach.to_string(),
             cgroup_hierarchy: hierarchy.name().to_string(),
             syscalls: info.syscalls.name().to_string(),
-            softirq_time: if config.softirq_time_sampled() {
+            softirq_time: if config.softirq_sampled() {
                 "sampled"
             } else {
                 "exact"

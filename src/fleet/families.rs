@@ -122,7 +122,9 @@ pub fn families(i: &Inputs<'_>) -> Vec<Family> {
         },
         Family {
             name: "stalltop_softirq_delay_seconds",
-            help: "Time from a softirq's raise to its run, by vector.",
+            help: "Time from a softirq's raise to its run, by vector. Sampled \
+                   (--syscalls sampled or off): only the delays a sampler tick saw, \
+                   each timed from that tick.",
             kind: Kind::Histogram,
             series: t
                 .softirq

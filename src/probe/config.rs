@@ -73,18 +73,22 @@ pub struct ProbeConfig {
 }
 
 impl ProbeConfig {
-    /// Whether softirq run time comes from the sampler's ticks instead of
-    /// a program on every softirq exit: in the cheap modes (sampled and
+    /// Whether softirqs are watched by the sampler's ticks instead of a
+    /// program on every raise and exit: in the cheap modes (sampled and
     /// off), with the sampler on, where a tick can read the preempt count
-    /// that says a softirq runs (not on PREEMPT_RT, whose softirqs do not
-    /// show there). `--syscalls exact` keeps exact softirq time, which it
-    /// takes out of each call's time on the CPU.
-    pub fn softirq_time_sampled(&self) -> bool {
+    /// that says a softirq runs and the mask of those pending (not on
+    /// PREEMPT_RT, whose softirqs do not show in the count). A tick that
+    /// finds a vector pending starts its delay, which the vector's entry
+    /// ends; one that finds a softirq running counts a period of its run
+    /// time. `--syscalls exact` keeps exact softirq time, which it takes
+    /// out of each call's time on the CPU.
+    pub fn softirq_sampled(&self) -> bool {
         let count_readable =
             cfg!(target_arch = "aarch64") || self.features.preempt_count_from_rq.is_some();
         self.syscalls != SyscallMode::Exact
             && self.sample_hz > 0
             && count_readable
+            && self.features.softirq_pending_from_rq.is_some()
             && !self.features.preempt_rt
     }
 }
@@ -128,7 +132,7 @@ mod tests {
     }
 
     #[test]
-    fn softirq_time_is_sampled_only_in_the_cheap_modes_where_ticks_can_tell() {
+    fn softirqs_are_sampled_only_in_the_cheap_modes_where_ticks_can_tell() {
         let placed = KernelFeatures {
             release: KernelRelease(6, 1, 0),
             sched_info: true,
@@ -138,9 +142,14 @@ mod tests {
             preempt_rt: false,
             preempt_count_from_rq: Some(-86_064),
             steal_time_from_rq: None,
+            softirq_pending_from_rq: Some(-89_136),
         };
         let unplaced = KernelFeatures {
             preempt_count_from_rq: None,
+            ..placed
+        };
+        let maskless = KernelFeatures {
+            softirq_pending_from_rq: None,
             ..placed
         };
         let rt = KernelFeatures {
@@ -155,9 +164,10 @@ mod tests {
             (SyscallMode::Sampled, 0, placed, false), // no ticks
             (SyscallMode::Sampled, 723, rt, false),   // softirqs not in the count
             (SyscallMode::Sampled, 723, unplaced, !x86),
+            (SyscallMode::Sampled, 723, maskless, false), // no pending mask
         ] {
             assert_eq!(
-                config(mode, hz, features).softirq_time_sampled(),
+                config(mode, hz, features).softirq_sampled(),
                 sampled,
                 "{mode:?} at {hz} Hz on {features:?}"
             );

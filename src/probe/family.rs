@@ -114,21 +114,22 @@ pub(super) fn enable_programs(
             }
         }
         ProbeFamily::Softirq => {
-            let exit = !config.softirq_time_sampled();
+            // Sampled: ticks start the delays and count the run time.
+            let hooked = !config.softirq_sampled();
             if btf {
-                enable(&mut p.btf_softirq_raise);
                 enable(&mut p.btf_softirq_entry);
                 enable(&mut p.btf_irq_handler_entry);
                 enable(&mut p.btf_irq_handler_exit);
-                if exit {
+                if hooked {
+                    enable(&mut p.btf_softirq_raise);
                     enable(&mut p.btf_softirq_exit);
                 }
             } else {
-                enable(&mut p.raw_softirq_raise);
                 enable(&mut p.raw_softirq_entry);
                 enable(&mut p.raw_irq_handler_entry);
                 enable(&mut p.raw_irq_handler_exit);
-                if exit {
+                if hooked {
+                    enable(&mut p.raw_softirq_raise);
                     enable(&mut p.raw_softirq_exit);
                 }
             }

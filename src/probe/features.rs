@@ -3,7 +3,7 @@
 //! BTF), and whether BPF maps may allocate inside scheduler hooks. Plain
 //! facts; the loader decides from them.
 
-use libbpf_rs::btf::{types, Btf};
+use libbpf_rs::btf::{types, Btf, ReferencesType};
 
 /// A kernel release as `uname -r` starts: major.minor.patch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -55,14 +55,16 @@ pub struct KernelFeatures {
     /// hooks there.
     pub preempt_rt: bool,
     /// x86: how far each CPU's preempt count lies from its run queue (both
-    /// per-CPU variables), so that a sampler tick can tell it interrupted
-    /// a softirq. None where the kernel's BTF does not say: from 6.2 to
-    /// 6.14 the count sits inside `pcpu_hot`, and without
-    /// CONFIG_FAIR_GROUP_SCHED a task does not lead to its run queue.
+    /// per-CPU data), so that a sampler tick can tell it interrupted a
+    /// softirq. None where the kernel's BTF does not say, or where a task
+    /// does not lead to its run queue (no CONFIG_FAIR_GROUP_SCHED).
     pub preempt_count_from_rq: Option<i64>,
     /// x86 KVM guests: the distance from a CPU's run queue to its KVM steal time (the host's
     /// steal clock for that vCPU), from the kernel's BTF.
     pub steal_time_from_rq: Option<i64>,
+    /// How far each CPU's mask of pending softirqs lies from its run queue,
+    /// so that a sampler tick can see a softirq raised and not yet run.
+    pub softirq_pending_from_rq: Option<i64>,
 }
 
 impl KernelFeatures {
@@ -88,6 +90,7 @@ impl KernelFeatures {
             preempt_rt,
             preempt_count_from_rq: btf.as_ref().and_then(preempt_count_from_rq),
             steal_time_from_rq: btf.as_ref().and_then(steal_time_from_rq),
+            softirq_pending_from_rq: btf.as_ref().and_then(softirq_pending_from_rq),
         }
     }
 
@@ -98,34 +101,69 @@ impl KernelFeatures {
     }
 }
 
-/// The distance from `runqueues` to `__preempt_count`.
+/// The distance from `runqueues` to the preempt count: its own variable, or
+/// (6.2 to 6.14) a field of `pcpu_hot`.
 fn preempt_count_from_rq(btf: &Btf<'_>) -> Option<i64> {
-    distance_from_rq(btf, "__preempt_count")
+    distance_from_rq(
+        btf,
+        &[
+            ("__preempt_count", None),
+            ("pcpu_hot", Some("preempt_count")),
+        ],
+    )
 }
 
 /// The distance from `runqueues` to KVM's `steal_time` (x86 guest kernels).
 fn steal_time_from_rq(btf: &Btf<'_>) -> Option<i64> {
-    distance_from_rq(btf, "steal_time")
+    distance_from_rq(btf, &[("steal_time", None)])
 }
 
-/// The distance from `runqueues` to per-CPU variable `name`, by their offsets in the kernel's
-/// per-CPU section; None without it, or where a task does not lead to its run queue.
-fn distance_from_rq(btf: &Btf<'_>, name: &str) -> Option<i64> {
+/// The distance from `runqueues` to the mask of pending softirqs: its own
+/// variable (x86 from 6.14), a field of `pcpu_hot` (x86 6.2 to 6.13) or of
+/// `irq_stat` (x86 before, and the generic place elsewhere).
+fn softirq_pending_from_rq(btf: &Btf<'_>) -> Option<i64> {
+    distance_from_rq(
+        btf,
+        &[
+            ("__softirq_pending", None),
+            ("pcpu_hot", Some("softirq_pending")),
+            ("irq_stat", Some("__softirq_pending")),
+        ],
+    )
+}
+
+/// The distance from `runqueues` to the first of `places` (a per-CPU
+/// variable, or a field of one) this kernel has, by their offsets in the
+/// kernel's per-CPU section; None without any, or where a task does not
+/// lead to its run queue.
+fn distance_from_rq(btf: &Btf<'_>, places: &[(&str, Option<&str>)]) -> Option<i64> {
     let percpu = btf.type_by_name::<types::DataSec<'_>>(".data..percpu")?;
-    let offset_of = |name: &str| {
-        percpu
-            .iter()
-            .find(|v| {
-                btf.type_by_id::<types::Var<'_>>(v.ty)
-                    .and_then(|var| var.name())
-                    .is_some_and(|n| n == name)
-            })
-            .map(|v| i64::from(v.offset))
+    let variable = |name: &str| {
+        percpu.iter().find_map(|v| {
+            let var = btf.type_by_id::<types::Var<'_>>(v.ty)?;
+            (var.name()? == name).then(|| (i64::from(v.offset), var.referenced_type()))
+        })
     };
     if !struct_has_member(btf, "sched_entity", "cfs_rq") {
         return None;
     }
-    Some(offset_of(name)? - offset_of("runqueues")?)
+    let place = places.iter().find_map(|&(name, field)| {
+        let (offset, ty) = variable(name)?;
+        let Some(field) = field else {
+            return Some(offset);
+        };
+        let fields = types::Struct::try_from(ty.skip_mods_and_typedefs()).ok()?;
+        Some(offset + field_offset(&fields, field)?)
+    })?;
+    Some(place - variable("runqueues")?.0)
+}
+
+/// The byte offset of `field` in `s`, a plain (not bit) field.
+fn field_offset(s: &types::Struct<'_>, field: &str) -> Option<i64> {
+    s.iter().find_map(|m| match m.attr {
+        types::MemberAttr::Normal { offset } if m.name? == field => Some(i64::from(offset / 8)),
+        _ => None,
+    })
 }
 
 fn struct_has_member(btf: &Btf<'_>, name: &str, member: &str) -> bool {

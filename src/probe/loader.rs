@@ -311,9 +311,10 @@ fn configure(
     rodata.runq_from_wakeup = u8::from(config.features.runq_from_wakeup());
     rodata.takeover_threshold_ns = config.stall_threshold_ns;
     rodata.softirq_threshold_ns = config.stall_threshold_ns;
-    rodata.softirq_time_sampled = u8::from(config.softirq_time_sampled());
+    rodata.softirq_sampled = u8::from(config.softirq_sampled());
     rodata.preempt_count_from_rq = config.features.preempt_count_from_rq.unwrap_or(0);
     rodata.steal_time_from_rq = config.features.steal_time_from_rq.unwrap_or(0);
+    rodata.softirq_pending_from_rq = config.features.softirq_pending_from_rq.unwrap_or(0);
     rodata.irqoff_threshold_ns = config.stall_threshold_ns;
     rodata.hardirq_threshold_ns = config.hardirq_threshold_ns;
     rodata.syscalls_hooked = u8::from(syscalls_hooked);

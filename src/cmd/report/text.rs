@@ -223,7 +223,16 @@ fn stalls_text(out: &mut String, r: &Report) {
         );
     }
 
-    let _ = writeln!(out, "\nSoftirq delay (raise to run) by CPU and vector");
+    let sampled = r.settings.softirq_time == "sampled";
+    let _ = writeln!(
+        out,
+        "\nSoftirq delay (raise to run) by CPU and vector{}",
+        if sampled {
+            " (sampled: delays a tick found pending, timed from that tick; every run counted)"
+        } else {
+            ""
+        }
+    );
     for s in r.softirq.iter().filter(|s| s.count > 0) {
         let _ = writeln!(
             out,
@@ -238,11 +247,7 @@ fn stalls_text(out: &mut String, r: &Report) {
         );
     }
     // Sampled: each count is a sampler tick that found the softirq running.
-    let counted = if r.settings.softirq_time == "sampled" {
-        "ticks, sampled"
-    } else {
-        "times"
-    };
+    let counted = if sampled { "ticks, sampled" } else { "times" };
     for s in r.softirq_stolen.iter().take(5) {
         let _ = writeln!(
             out,

@@ -87,6 +87,19 @@ fn settings(report: &Report, expected: &Expected, failures: &mut Vec<String>) {
         )),
         None => failures.push("the report has no settings.syscalls".into()),
     }
+    // The cheap modes watch softirqs by ticks wherever the kernel's BTF places the preempt
+    // count and the pending mask (every kernel of the matrix), except on PREEMPT_RT.
+    let softirq_time = if expected.mode.syscalls.name != "exact" && !expected.preempt_rt {
+        "sampled"
+    } else {
+        "exact"
+    };
+    if settings.softirq_time != softirq_time {
+        failures.push(format!(
+            "settings.softirq_time is {:?}, not {softirq_time:?}",
+            settings.softirq_time
+        ));
+    }
     // The guest mounts cgroup2 alone: stalltop must attribute by the unified hierarchy.
     if settings.cgroup_hierarchy != "unified" {
         failures.push(format!(
@@ -313,6 +326,30 @@ mod tests {
     #[test]
     fn the_fixture_passes_every_check() {
         assert_eq!(report(&fixture(|_| {}), &exact()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn softirqs_must_be_sampled_in_the_cheap_modes_except_on_preempt_rt() {
+        let hooked = fixture(|_| {});
+        let failures = report(&hooked, &expected("tp-btf", "off", false));
+        assert!(
+            failures.contains(&"settings.softirq_time is \"exact\", not \"sampled\"".to_string()),
+            "{failures:?}"
+        );
+        let sampled = fixture(|r| {
+            r["settings"]["syscalls"] = "off".into();
+            r["settings"]["softirq_time"] = "sampled".into();
+        });
+        let failures = report(&sampled, &expected("tp-btf", "off", false));
+        assert!(
+            !failures.iter().any(|f| f.contains("softirq_time")),
+            "{failures:?}"
+        );
+        let failures = report(&sampled, &expected("tp-btf", "off", true));
+        assert!(
+            failures.iter().any(|f| f.contains("softirq_time")),
+            "{failures:?}"
+        );
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub struct Settings {
     pub cgroup_hierarchy: String,
     /// The syscall mode; absent from reports of a stalltop without `--syscalls`.
     pub syscalls: Option<String>,
+    /// `sampled` (ticks start softirq delays and count their run time) or `exact` (programs
+    /// on raise and exit).
+    pub softirq_time: String,
 }
 
 #[derive(Debug, Deserialize)]
