@@ -172,7 +172,10 @@ pub struct ProbeArgs {
     /// to about a sampler period) at no cost per syscall. `exact` hooks
     /// every syscall's entry and exit (per-call latency distributions,
     /// every slow call; about 0.15 µs per syscall). `off` watches none
-    /// (culprits lose their syscall and file; no syscall table).
+    /// (culprits lose their syscall and file; no syscall table). In
+    /// `sampled` and `off` the sampler's ticks also start softirq delays
+    /// and count softirq time (no program on each raise and exit); `exact`
+    /// times every softirq from its raise to its exit.
     #[arg(long, value_name = "MODE", value_enum, default_value_t = SyscallMode::Sampled, global = true)]
     pub syscalls: SyscallMode,
 

@@ -96,4 +96,33 @@ mod tests {
         insta::assert_snapshot!("busy_text", text);
         insta::assert_snapshot!("busy_json", json(&report));
     }
+
+    /// Sampled softirqs: the delay table says how its delays were timed, and
+    /// a vector none of whose delays a tick saw shows no percentiles.
+    #[test]
+    fn sampled_softirq_delays_say_so() {
+        let mut report = report_of(&fixtures::busy());
+        report.settings.softirq_time = "sampled".into();
+        let mut untimed = report.softirq[0].clone();
+        untimed.vector = "TIMER";
+        untimed.timed = 0;
+        report.softirq.push(untimed);
+        let text = text::render(&report);
+        assert!(
+            text.contains("(sampled: delays a tick found pending, timed from that tick"),
+            "{text}"
+        );
+        let row = |vector: &str| {
+            text.lines()
+                .find(|l| l.contains(vector) && l.ends_with("runs in ksoftirqd"))
+                .unwrap_or_else(|| panic!("no {vector} row:\n{text}"))
+        };
+        let timer = row(" TIMER ");
+        assert!(
+            timer.contains("no delay timed") && !timer.contains("p50"),
+            "{timer}"
+        );
+        let net_rx = row(" NET_RX ");
+        assert!(net_rx.contains("p50"), "{net_rx}");
+    }
 }

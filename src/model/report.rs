@@ -224,6 +224,9 @@ pub struct SoftirqRow {
     pub cpu: u32,
     pub vector: &'static str,
     pub count: u64,
+    /// Runs whose delay was timed: every run in exact mode, those a
+    /// sampler tick found pending in the sampled modes.
+    pub timed: u64,
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,

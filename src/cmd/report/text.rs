@@ -234,16 +234,20 @@ fn stalls_text(out: &mut String, r: &Report) {
         }
     );
     for s in r.softirq.iter().filter(|s| s.count > 0) {
+        let delays = if s.timed == 0 {
+            format!("{:<41}", "no delay timed")
+        } else {
+            format!(
+                "p50 {:>9} p99 {:>9} max {:>9}",
+                ms(s.p50_ns),
+                ms(s.p99_ns),
+                ms(s.max_ns)
+            )
+        };
         let _ = writeln!(
             out,
-            "  cpu {:<3} {:<8} x{:<8} p50 {:>9} p99 {:>9} max {:>9}  {} runs in ksoftirqd",
-            s.cpu,
-            s.vector,
-            s.count,
-            ms(s.p50_ns),
-            ms(s.p99_ns),
-            ms(s.max_ns),
-            s.in_ksoftirqd
+            "  cpu {:<3} {:<8} x{:<8} {delays}  {} runs in ksoftirqd",
+            s.cpu, s.vector, s.count, s.in_ksoftirqd
         );
     }
     // Sampled: each count is a sampler tick that found the softirq running.

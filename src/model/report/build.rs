@@ -284,6 +284,7 @@ fn softirq_rows(a: &Analysis) -> Vec<SoftirqRow> {
             cpu: s.cpu,
             vector: softirq_name(s.vector),
             count: s.count,
+            timed: s.delay.count(),
             p50_ns: s.delay.quantile_at_most(0.5, s.delay_max_ns),
             p99_ns: s.delay.quantile_at_most(0.99, s.delay_max_ns),
             max_ns: s.delay_max_ns,
