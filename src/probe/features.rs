@@ -102,7 +102,7 @@ impl KernelFeatures {
 }
 
 /// The distance from `runqueues` to the preempt count: its own variable, or
-/// (6.2 to 6.14) a field of `pcpu_hot`.
+/// (x86 from 6.2 until it moved out again) a field of `pcpu_hot`.
 fn preempt_count_from_rq(btf: &Btf<'_>) -> Option<i64> {
     distance_from_rq(
         btf,
@@ -119,8 +119,8 @@ fn steal_time_from_rq(btf: &Btf<'_>) -> Option<i64> {
 }
 
 /// The distance from `runqueues` to the mask of pending softirqs: its own
-/// variable (x86 from 6.14), a field of `pcpu_hot` (x86 6.2 to 6.13) or of
-/// `irq_stat` (x86 before, and the generic place elsewhere).
+/// variable (recent x86), a field of `pcpu_hot` (x86 from 6.2 until then)
+/// or of `irq_stat` (x86 before 6.2, and the generic place elsewhere).
 fn softirq_pending_from_rq(btf: &Btf<'_>) -> Option<i64> {
     distance_from_rq(
         btf,
