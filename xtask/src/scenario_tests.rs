@@ -303,8 +303,10 @@ fn host_steal(outcome: &Outcome) -> HostSteal {
 
 /// Why a run is the VM's rather than stalltop's to answer for: quiet is judged only when no
 /// irqs-off gap the victim allows fell in its window (such a gap is the host stopping the vCPU
-/// and can make anything late) and the host took at most a fifth of its CPU; ksoftirqd only with enough bursts the host left alone;
-/// slow-syscall only when each of its own calls is clearly over or under stalltop's thresholds.
+/// and can make anything late) and the host took at most a fifth of its CPU; noisy-neighbour only
+/// when the host's steal cannot explain the victim being later than its longest wait; ksoftirqd
+/// only with enough bursts the host left alone; slow-syscall only when each of its own calls is
+/// clearly over or under stalltop's thresholds.
 fn vm_contamination(name: Name, recorded: &Recorded, gaps: &IrqoffGaps) -> Option<String> {
     let outcome = &recorded.outcome;
     match name {
@@ -324,6 +326,12 @@ fn vm_contamination(name: Name, recorded: &Recorded, gaps: &IrqoffGaps) -> Optio
             .ksoftirqd
             .as_ref()
             .and_then(checks::contamination::ksoftirqd),
+        Name::NoisyNeighbour => checks::contamination::noisy_neighbour(
+            &recorded.report,
+            &outcome.measured.cgroups,
+            victim_worst_stall_ns(outcome),
+            outcome.contamination.steal_ns,
+        ),
         Name::SlowSyscall => outcome.injected.slow_syscall.as_ref().and_then(|truth| {
             checks::contamination::slow_syscall(&recorded.report.settings, truth)
         }),

@@ -22,6 +22,11 @@ const NOISY_MAX_PERCENT: u64 = 10;
 /// The comm of the preemptor the victim must blame first (in the noisy cgroup).
 const NOISY_COMM: &str = "hog";
 
+/// How far stalltop's worst victim wait may fall short of the victim's own worst stall.
+pub fn worst_slack_ns(victim_worst_ns: u64) -> u64 {
+    NOISY_MAX_SLACK_NS.max(victim_worst_ns * NOISY_MAX_PERCENT / 100)
+}
+
 /// noisy-neighbour: the victim's runq latency rose well above the quiet baseline's, its worst
 /// wait matches `victim_worst_ns` (the longest the victim measured it was kept from running),
 /// and stalltop blames the hogs of the noisy cgroup.
@@ -51,7 +56,7 @@ pub fn check(
             row.p99_ns, quiet.p99_ns
         ));
     }
-    let slack = NOISY_MAX_SLACK_NS.max(victim_worst_ns * NOISY_MAX_PERCENT / 100);
+    let slack = worst_slack_ns(victim_worst_ns);
     if row.max_ns + slack < victim_worst_ns {
         return fail(format!(
             "victim runq max {} ns is short of the victim's measured worst {victim_worst_ns} ns \
