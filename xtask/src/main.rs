@@ -1,7 +1,6 @@
 //! Project chores for stalltop: `cargo xtask <command>`; one module per command.
 
 mod bench;
-mod bpf_object;
 mod checks;
 mod child;
 mod fleet_test;

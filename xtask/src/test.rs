@@ -1,6 +1,6 @@
-//! `cargo xtask test`: the whole suite, as CI runs it. Formatting and lints,
-//! the BPF object compiled for arm64, unit and root integration tests (real
-//! BPF), the static binary (`cargo xtask static`: no shared libraries, and it runs), then the
+//! `cargo xtask test`: the whole suite, as CI runs it. xtask's own dependencies (no crate that
+//! builds C), formatting and lints, unit and root integration tests (real BPF; the build compiles
+//! the BPF object for x86_64 and arm64), the static binary (`cargo xtask static`: no shared libraries, and it runs), then the
 //! scenario tests (in every syscall mode), the terminal test and the fleet test (`serve` under a
 //! real Prometheus) against the release binary, and the kernel matrix, whose guests run the
 //! static one; one at a time.
@@ -9,9 +9,10 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::{bpf_object, cargo, prereqs, static_build};
+use crate::{cargo, prereqs, static_build};
 
 pub fn main() -> Result<()> {
+    step("xtask builds without C libraries", xtask_builds_no_c)?;
     prereqs::ensure()?;
     step("formatting", || cargo(&["fmt", "--all", "--", "--check"]))?;
     step("C formatting (bpf/, .clang-format)", c_format)?;
@@ -24,12 +25,6 @@ pub fn main() -> Result<()> {
             "-D",
             "warnings",
         ])
-    })?;
-    // The build compiles the host's object; this checks arm64's on any host.
-    step("BPF object for arm64", || {
-        let object = bpf_object::compile("aarch64")?;
-        eprintln!("compiled {}", object.display());
-        Ok(())
     })?;
     step("unit and root integration tests", || {
         cargo(&["test", "--workspace"])
@@ -68,6 +63,58 @@ fn xtask(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Crates that compile C (or find C libraries) in their build scripts.
+const C_BUILDERS: [&str; 5] = ["cc", "cmake", "pkg-config", "bindgen", "autotools"];
+
+/// On a fresh machine `cargo xtask run` and `cargo xtask test` must build xtask before it can
+/// install clang, libelf-dev and the rest (prereqs.rs): so no crate xtask depends on, directly
+/// or through a build script, may compile C. libbpf-cargo did (libbpf-sys builds libbpf).
+fn xtask_builds_no_c() -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "tree",
+            "-p",
+            "xtask",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+        ])
+        .current_dir(crate::workspace_root())
+        .output()
+        .context("running cargo tree")?;
+    if !output.status.success() {
+        bail!(
+            "cargo tree -p xtask failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let builders = c_builders_in(&tree);
+    if !builders.is_empty() {
+        bail!(
+            "xtask depends on crates that build C ({}): it would not build on a fresh machine; \
+             see `cargo tree -p xtask -e normal,build -i {}`",
+            builders.join(", "),
+            builders[0]
+        );
+    }
+    Ok(())
+}
+
+/// The C-building crates among the lines of `cargo tree --prefix none` (`name vX.Y.Z ...`).
+fn c_builders_in(tree: &str) -> Vec<&str> {
+    let mut found: Vec<&str> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| C_BUILDERS.contains(name))
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
 /// The BPF C sources follow .clang-format (vmlinux.h is generated, not ours).
 fn c_format() -> Result<()> {
     let root = crate::workspace_root();
@@ -90,4 +137,22 @@ fn c_format() -> Result<()> {
         bail!("bpf/ is not formatted: run `clang-format -i bpf/*.[ch] xtask/floor/bpf/*.[ch]`");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::c_builders_in;
+
+    #[test]
+    fn c_builders_are_found_in_a_tree_that_builds_libbpf() {
+        let tree = "xtask v0.1.0 (/w/xtask)\nanyhow v1.0.0\nlibbpf-cargo v0.27.2\n\
+                    libbpf-sys v1.7.0+v1.7.0\ncc v1.2.0\npkg-config v0.3.0\ncc v1.2.0\n";
+        assert_eq!(c_builders_in(tree), ["cc", "pkg-config"]);
+    }
+
+    #[test]
+    fn a_pure_rust_tree_has_no_c_builders() {
+        let tree = "xtask v0.1.0 (/w/xtask)\nrustix v1.1.6\nlinux-raw-sys v0.9.0\nlibc v0.2.0\n";
+        assert!(c_builders_in(tree).is_empty());
+    }
 }
