@@ -239,6 +239,4 @@ fn push_bounded<T>(queue: &mut VecDeque<T>, item: T) {
 }
 
 #[cfg(test)]
-mod stall_tests;
-#[cfg(test)]
 pub(crate) mod tests;

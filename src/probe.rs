@@ -3,33 +3,15 @@
 //! buffer and the aggregate maps. Everything leaves here as plain data.
 
 mod config;
-#[cfg(test)]
-mod fallback_tests;
 mod family;
-#[cfg(test)]
-mod fd_reuse_tests;
 mod features;
-#[cfg(test)]
-mod handler_tests;
-#[cfg(test)]
-mod hardirq_tests;
-#[cfg(test)]
-mod holder_tests;
 mod libbpf_log;
 mod loader;
 mod maps;
-#[cfg(test)]
-mod migration_tests;
 mod preflight;
-#[cfg(test)]
-mod prune_tests;
 mod refusal;
-#[cfg(test)]
-mod sampled_tests;
 mod sampler;
 mod session;
-#[cfg(test)]
-mod steal_tests;
 #[cfg(test)]
 mod tests;
 

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::tests::{config, cpu_states, pin_to, ONE_AT_A_TIME};
 use super::*;
+use super::{config, cpu_states, pin_to, ONE_AT_A_TIME};
 
 /// /proc/stat counts steal in clock ticks (USER_HZ) at the scheduler tick; the sampler's value
 /// is as of its last tick. Both lag the host's clock by a few ms.

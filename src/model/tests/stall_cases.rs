@@ -2,15 +2,15 @@
 //! like docs/cases.md cases 1, 2 and 5, merges of overlapping signals, and
 //! the culprit a merged stall names.
 
-use super::report::MigratedRow;
-use super::tests::{analyse, MS, NOISY, ROOT, VICTIM};
 use super::*;
+use super::{analyse, MS, NOISY, ROOT, VICTIM};
 use crate::event::testing::{hardirq_record, sample_record, softirq_record};
 use crate::event::testing::{migrated_runq_record, runq_record, task, throttled_runq_record};
 use crate::event::testing::{stolen_gap_record, syscall_record};
 use crate::event::KIND_RUNQ;
 use crate::event::KIND_TAKEOVER;
 use crate::histogram::Histogram;
+use crate::model::report::MigratedRow;
 use crate::stream::NameTable;
 use crate::stream::{FileTime, SoftirqStolen, SyscallStats};
 
@@ -643,7 +643,7 @@ fn a_wait_moved_between_cpus_keeps_its_length_and_where_it_began() {
 /// kernel time the sampler found on it; the rows have no percentiles.
 #[test]
 fn sampled_fadvise_storm_tops_the_syscall_table_with_its_file() {
-    let mut header = super::tests::header();
+    let mut header = super::header();
     header.settings.syscalls = "sampled".into();
     header.settings.sample_hz = 1000;
     let kernel = KernelSnapshot {

@@ -7,11 +7,11 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use super::tests::{
+use super::*;
+use super::{
     config, pin_to, runq_waits_of, set_name, sleep_until, spin_until, until_clean,
     without_sched_info, Contaminated,
 };
-use super::*;
 use crate::event::RunqWait;
 use crate::host;
 

@@ -9,10 +9,10 @@ use std::os::fd::{AsFd, AsRawFd};
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{libbpf_sys, MapCore, MapInfo, MapType};
 
-use super::family::ProbeFamily;
-use super::loader;
-use super::tests::{config, fight_for_one_cpu, program_ids_of_this_process, ONE_AT_A_TIME};
 use super::*;
+use super::{config, fight_for_one_cpu, program_ids_of_this_process, ONE_AT_A_TIME};
+use crate::probe::family::ProbeFamily;
+use crate::probe::loader;
 
 /// `config` on a kernel without the BPF memory allocator (before 6.1, or
 /// PREEMPT_RT).

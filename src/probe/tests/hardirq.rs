@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
-use super::tests::{config, ONE_AT_A_TIME};
 use super::*;
+use super::{config, ONE_AT_A_TIME};
 use crate::event::{self, Event, HardirqRun};
 
 /// Each irq's handler names, as /proc/interrupts lists them (the last column; shared lines

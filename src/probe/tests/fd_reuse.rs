@@ -9,8 +9,8 @@
 use std::os::fd::IntoRawFd;
 use std::time::Duration;
 
-use super::tests::{config, pin_to, until_clean, Contaminated};
 use super::*;
+use super::{config, pin_to, until_clean, Contaminated};
 use crate::event::{self, Event, FilePath, SlowSyscall};
 
 const FILE_BYTES: usize = 64 << 20;

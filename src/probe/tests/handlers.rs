@@ -8,10 +8,10 @@ use std::time::Duration;
 use libbpf_rs::skel::Skel;
 use libbpf_rs::{MapCore, MapFlags, ProgramInput, RingBufferBuilder};
 
-use super::skel::{types, StalltopSkel};
-use super::tests::{config, own_cgroup_id, pin_to, syscall_row, ONE_AT_A_TIME};
 use super::*;
+use super::{config, own_cgroup_id, pin_to, syscall_row, ONE_AT_A_TIME};
 use crate::event::{self, FilePath};
+use crate::probe::skel::{types, StalltopSkel};
 
 const NET_RX: u64 = 3;
 const FADVISE64: u64 = 221;

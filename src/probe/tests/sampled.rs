@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::tests::{config, own_cgroup_id, pin_to, sleep_until, thread_cpu_ns, ONE_AT_A_TIME};
 use super::*;
+use super::{config, own_cgroup_id, pin_to, sleep_until, thread_cpu_ns, ONE_AT_A_TIME};
 use crate::event::{self, Event, FilePath};
 use crate::host;
 

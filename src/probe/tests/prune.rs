@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::skel::types;
-use super::tests::{config, ONE_AT_A_TIME};
 use super::*;
+use super::{config, ONE_AT_A_TIME};
+use crate::probe::skel::types;
 
 const LIVE: u64 = 0x11;
 const DEAD: u64 = 0xdead;

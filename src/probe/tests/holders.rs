@@ -10,11 +10,11 @@
 
 use std::time::Duration;
 
-use super::migration_tests::{RtBudget, MS};
-use super::tests::{
+use super::migration::{RtBudget, MS};
+use super::*;
+use super::{
     config, pin_to, runq_waits_of, set_name, sleep_until, spin_until, until_clean, Contaminated,
 };
-use super::*;
 use crate::host;
 
 const CPU: usize = 1;

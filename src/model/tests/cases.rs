@@ -1,0 +1,161 @@
+//! Synthetic entry streams shaped like docs/cases.md cases 3 and 4, through the whole analysis
+//! to the report.
+
+use super::*;
+use crate::event::testing::{runq_record, task};
+use crate::event::KIND_RUNQ;
+use crate::stream::{CgroupThrottle, ThrottleSnapshot};
+
+/// The victim's pod and container by name, sent after the cgroup paths
+/// (a live source names a pod once its logs are read).
+#[test]
+fn kubernetes_names_label_the_victim_everywhere() {
+    let mut stream = noisy_neighbour_stream();
+    stream.push(Entry::Names(NameTable {
+        pods: vec![(
+            "0f1e2d3c-aaaa-bbbb-cccc-000000000001".into(),
+            "shop/api-7d9f".into(),
+        )],
+        containers: vec![(
+            "4c5f7e9a1b2c3d4e5f60718293a4b5c6d7e8f9012345678901234567890abcd".into(),
+            "api".into(),
+        )],
+        ..NameTable::default()
+    }));
+    let r = analyse(&stream);
+    assert_eq!(r.runq[0].container, "shop/api-7d9f/api");
+    assert_eq!(r.runq_events[0].container, "shop/api-7d9f/api");
+    assert_eq!(r.runq[0].top_preemptors[0].container, "/noisy");
+
+    // Without the names (a recording made before them): the short ids.
+    let r = analyse(&noisy_neighbour_stream());
+    assert_eq!(r.runq_events[0].container, "pod:0f1e2d3c/4c5f7e9a1b2c");
+}
+
+#[test]
+fn noisy_neighbour_names_the_hog_and_the_victims_tail() {
+    let r = analyse(&noisy_neighbour_stream());
+    assert_eq!(r.duration_ns, 5_000 * MS);
+    let victim = &r.runq[0];
+    assert!(victim.cgroup.starts_with("/kubepods/burstable/pod0f1e2d3c"));
+    assert_eq!(victim.container, "pod:0f1e2d3c/4c5f7e9a1b2c");
+    let p50 = victim.p50_ns as f64;
+    assert!((p50 - 85_000.0).abs() / 85_000.0 < 0.125, "p50 {p50}");
+    assert!(
+        victim.p99_ns >= 90 * MS && victim.p99_ns <= 140 * MS,
+        "p99 {}",
+        victim.p99_ns
+    );
+    assert_eq!(victim.max_ns, 131 * MS);
+    assert_eq!(victim.preempted_by.other_cgroup, 250);
+    assert_eq!(victim.top_preemptors[0].comm, "hog");
+    assert_eq!(victim.top_preemptors[0].cgroup, "/noisy");
+    assert_eq!(victim.top_preemptors[1].cgroup, "/");
+
+    assert_eq!(r.runq_events.len(), 2);
+    let worst = &r.runq_events[0];
+    assert_eq!(
+        (worst.cpu, worst.wait_ns, worst.comm.as_str()),
+        (1, 131 * MS, "api-worker")
+    );
+    assert_eq!(worst.ran_instead.comm, "hog");
+    assert_eq!(worst.ran_instead.cgroup, "/noisy");
+    assert_eq!(r.lost_events["runq"], 2);
+    assert_eq!(r.lost_events["undecodable"], 0);
+    assert_eq!(r.rate_limited_events["runq"], 40);
+}
+
+#[test]
+fn unresolved_cgroups_are_named_by_id() {
+    let mut stream = noisy_neighbour_stream();
+    stream.remove(0); // no names
+    let r = analyse(&stream);
+    assert_eq!(r.runq_events[0].cgroup, format!("cgroup#{VICTIM}"));
+}
+
+#[test]
+fn garbage_records_are_counted_not_fatal() {
+    let mut stream = noisy_neighbour_stream();
+    stream.push(Entry::Records(vec![9, 9, 9]));
+    let r = analyse(&stream);
+    assert_eq!(r.lost_events["undecodable"], 1);
+    assert_eq!(r.runq_events.len(), 2);
+}
+
+/// Case 3: a cgroup throttled while using well under its quota.
+#[test]
+fn throttled_under_the_limit_is_visible() {
+    let reading = |ts: u64, periods, throttled, throttled_ns, usage_ns| {
+        Entry::Throttle(ThrottleSnapshot {
+            ts_ns: ts,
+            cgroups: vec![CgroupThrottle {
+                path: "/stalltop_throttled".into(),
+                quota_us: 15_000,
+                period_us: 100_000,
+                burst_us: Some(0),
+                cpus: Some("0-1".into()),
+                nr_periods: periods,
+                nr_throttled: throttled,
+                throttled_ns,
+                usage_ns: Some(usage_ns),
+            }],
+        })
+    };
+    let r = analyse(&[
+        reading(1_000 * MS, 1_000, 100, 10_000 * MS, 50_000 * MS),
+        reading(8_500 * MS, 1_060, 128, 11_300 * MS, 50_480 * MS),
+    ]);
+    let t = &r.throttling[0];
+    assert_eq!(
+        (t.quota_us, t.period_us, t.cpus.as_deref()),
+        (15_000, 100_000, Some("0-1"))
+    );
+    assert_eq!(
+        (t.nr_periods, t.nr_throttled, t.throttled_ns),
+        (60, 28, 1_300 * MS)
+    );
+    assert_eq!(t.throttled_pct, 46.7);
+    // 480 ms used of 60 x 15 ms allowed: throttled at 53% of the limit.
+    assert_eq!(t.usage_of_quota_pct, Some(53.3));
+    assert_eq!(t.container, "/stalltop_throttled");
+}
+
+/// A task that waited while its CPU sat idle (forced idle, or a wakeup that did not get the
+/// CPU): the probes name the idle task (tid 0) as the holder; the stall says the CPU was idle
+/// and blames nobody.
+#[test]
+fn a_wait_beside_an_idle_cpu_blames_nobody_and_says_so() {
+    let idle = runq_record(
+        KIND_RUNQ,
+        1,
+        2_000 * MS,
+        40 * MS,
+        task(300, "api-worker", VICTIM),
+        task(0, "swapper/1", 0),
+        None,
+        0,
+    );
+    let report = analyse(&[names(), Entry::Records(idle)]);
+    let [stall] = report.stalls.as_slice() else {
+        panic!("{:#?}", report.stalls);
+    };
+    assert!(stall.culprit.is_none(), "{stall:?}");
+    assert!(stall.waited.cpu_idle, "{stall:?}");
+    let json = serde_json::to_value(stall).unwrap();
+    assert_eq!(json["waited"]["cpu_idle"], true);
+    // A wait some task held is not marked.
+    let held = runq_record(
+        KIND_RUNQ,
+        1,
+        2_000 * MS,
+        40 * MS,
+        task(300, "api-worker", VICTIM),
+        task(400, "hog", NOISY),
+        None,
+        0,
+    );
+    let report = analyse(&[names(), Entry::Records(held)]);
+    assert!(!report.stalls[0].waited.cpu_idle);
+    let json = serde_json::to_value(&report.stalls[0]).unwrap();
+    assert!(json["waited"].get("cpu_idle").is_none());
+}
