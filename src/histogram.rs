@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::skel::types::histogram_layout;
+use crate::abi::types::histogram_layout;
 
 /// Number of slots (`enum histogram_layout` in bpf/stalltop.h).
 pub const SLOTS: usize = histogram_layout::HIST_SLOTS.0 as usize;

@@ -2,12 +2,14 @@
 //! parse the command line, set up logging, run a mode, map its failure to
 //! an exit code.
 
+mod abi;
 mod app;
 mod cgroup;
 mod cli;
 mod cmd;
 mod cpulist;
 mod event;
+mod failure;
 mod fleet;
 mod histogram;
 mod host;
@@ -27,41 +29,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use cli::{Cli, Command};
-
-/// Why stalltop stopped; each has its own exit code.
-#[derive(Debug, thiserror::Error)]
-pub enum Failure {
-    #[error(transparent)]
-    Probe(#[from] probe::ProbeError),
-    #[error(transparent)]
-    Cgroup(#[from] cgroup::CgroupError),
-    #[error("cannot read the recording {0}")]
-    Recording(String),
-    #[error("cannot write {0}")]
-    Output(String),
-    #[error("{0}")]
-    Other(String),
-}
-
-impl Failure {
-    fn io(e: std::io::Error) -> Failure {
-        Failure::Other(e.to_string())
-    }
-
-    /// 2 is clap's usage error.
-    fn exit_code(&self) -> u8 {
-        match self {
-            Failure::Probe(probe::ProbeError::NotPrivileged { .. }) => 3,
-            Failure::Probe(probe::ProbeError::NoBtf) => 4,
-            Failure::Probe(probe::ProbeError::NoTracefs { .. }) => 5,
-            Failure::Probe(_) => 6,
-            Failure::Cgroup(_) => 7,
-            Failure::Recording(_) => 8,
-            Failure::Output(_) => 9,
-            Failure::Other(_) => 1,
-        }
-    }
-}
+use failure::Failure;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -21,16 +21,7 @@ pub use libbpf_log::install as route_libbpf_logs;
 pub use loader::{AttachMode, ObjectStorage, ProbeConfig, SyscallMode};
 pub use session::{ProbeInfo, Session};
 
-pub mod skel {
-    #![allow(
-        clippy::all,
-        clippy::undocumented_unsafe_blocks,
-        dead_code,
-        non_camel_case_types,
-        unused_imports
-    )]
-    include!(concat!(env!("OUT_DIR"), "/stalltop.skel.rs"));
-}
+pub use crate::abi::skel;
 
 /// Why the probes could not start. Each message names the fix.
 #[derive(Debug, thiserror::Error)]

@@ -308,7 +308,7 @@ pub fn session_header(
 /// command line and this host.
 pub fn probe_config(
     args: &crate::cli::ProbeArgs,
-) -> Result<(ProbeConfig, Hierarchy), crate::Failure> {
+) -> Result<(ProbeConfig, Hierarchy), crate::failure::Failure> {
     probe::preflight()?;
     let hierarchy = Hierarchy::detect()?;
     let config = ProbeConfig {

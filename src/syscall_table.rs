@@ -5,7 +5,7 @@
 
 use std::str::FromStr;
 
-use crate::probe::skel::types::{syscall_arg_how, syscall_table_size};
+use crate::abi::types::{syscall_arg_how, syscall_table_size};
 
 /// Size of the BPF `syscall_arg` table.
 pub const NR_MAX: usize = syscall_table_size::SYSCALL_NR_MAX.0 as usize;

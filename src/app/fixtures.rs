@@ -7,10 +7,10 @@ use std::path::Path;
 
 use syscalls::Sysno;
 
+use crate::abi::{KIND_RUNQ, KIND_TAKEOVER};
 use crate::event::testing::{
     runq_record, sample_record, softirq_record, syscall_record, task, throttled_runq_record,
 };
-use crate::event::{KIND_RUNQ, KIND_TAKEOVER};
 use crate::histogram::Histogram;
 use crate::record::{self, Recording, Writer};
 use crate::stream::{

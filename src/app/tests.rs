@@ -7,10 +7,10 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 
 use super::fixtures::{self, MS, S, START};
 use super::*;
+use crate::abi::KIND_RUNQ;
 use crate::event::testing::{
     hardirq_record, migrated_runq_record, runq_record, sample_record, task,
 };
-use crate::event::KIND_RUNQ;
 
 fn press(app: &mut App, code: KeyCode) {
     app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));

@@ -8,7 +8,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 use crate::cli::Cli;
-use crate::Failure;
+use crate::failure::Failure;
 
 pub fn completions(shell: Shell) -> Result<(), Failure> {
     print(&completions_text(shell))

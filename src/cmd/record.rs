@@ -7,11 +7,11 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::cli::{ProbeArgs, RecordArgs};
+use crate::failure::Failure;
 use crate::host;
 use crate::record::Writer;
 use crate::source::{self, LiveSource};
 use crate::stream::Entry;
-use crate::Failure;
 
 pub async fn run(args: &RecordArgs, probe_args: &ProbeArgs) -> Result<(), Failure> {
     // Headless: nobody watches the probes' cost, so do not pay for it.

@@ -3,8 +3,8 @@
 
 use crate::app::App;
 use crate::cli::ReplayArgs;
+use crate::failure::Failure;
 use crate::record;
-use crate::Failure;
 
 pub async fn run(args: &ReplayArgs) -> Result<(), Failure> {
     let recording = record::read(&args.file)

@@ -4,9 +4,9 @@
 mod text;
 
 use crate::cli::ReportArgs;
+use crate::failure::Failure;
 use crate::model::{Analysis, Report};
 use crate::record::{self, Recording};
-use crate::Failure;
 
 pub fn run(args: &ReportArgs) -> Result<(), Failure> {
     let recording = record::read(&args.file)

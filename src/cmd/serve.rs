@@ -9,6 +9,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 use crate::cli::{ProbeArgs, ServeArgs};
+use crate::failure::Failure;
 use crate::fleet::families::FlightCounts;
 use crate::fleet::flight::Plan;
 use crate::fleet::flight_dir::FlightDir;
@@ -17,7 +18,6 @@ use crate::fleet::node::{Node, Settings};
 use crate::host;
 use crate::source::{self, LiveSource};
 use crate::stream::Entry;
-use crate::Failure;
 
 /// How often metrics and `/stalls` are refreshed and dumps come due.
 const TICK: Duration = Duration::from_secs(1);

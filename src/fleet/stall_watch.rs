@@ -104,8 +104,8 @@ impl StallWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::KIND_RUNQ;
     use crate::event::testing::{runq_record, task};
-    use crate::event::KIND_RUNQ;
     use crate::model::tests::{header, names, MS, NOISY, VICTIM};
     use crate::stream::{Entry, KernelSnapshot};
 

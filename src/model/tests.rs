@@ -6,8 +6,8 @@ mod cases;
 mod stall_cases;
 
 use super::*;
+use crate::abi::KIND_RUNQ;
 use crate::event::testing::{runq_record, task};
-use crate::event::KIND_RUNQ;
 use crate::histogram::Histogram;
 use crate::stream::{CgroupRunq, Counters, HostInfo, NameTable, Preemptor, Settings};
 pub(crate) const MS: u64 = 1_000_000;

@@ -9,7 +9,8 @@ use libbpf_rs::{libbpf_sys, MapCore, MapFlags};
 use super::loader::{Loaded, SyscallMode};
 use super::skel::types::{counter_slot, probe_kind};
 use super::skel::{types, StalltopSkel};
-use crate::event::{comm_str, kind_name, FilePath, KIND_MAX};
+use crate::abi::KIND_MAX;
+use crate::event::{comm_str, kind_name, FilePath};
 use crate::histogram::Histogram;
 use crate::stream::{
     CgroupRunq, Counters, FileTime, KernelSnapshot, Preemptor, ProgramCost, SoftirqStats,

@@ -2,8 +2,8 @@
 //! to the report.
 
 use super::*;
+use crate::abi::KIND_RUNQ;
 use crate::event::testing::{runq_record, task};
-use crate::event::KIND_RUNQ;
 use crate::stream::{CgroupThrottle, ThrottleSnapshot};
 
 /// The victim's pod and container by name, sent after the cgroup paths

@@ -4,11 +4,11 @@
 
 use super::*;
 use super::{analyse, MS, NOISY, ROOT, VICTIM};
+use crate::abi::KIND_RUNQ;
+use crate::abi::KIND_TAKEOVER;
 use crate::event::testing::{hardirq_record, sample_record, softirq_record};
 use crate::event::testing::{migrated_runq_record, runq_record, task, throttled_runq_record};
 use crate::event::testing::{stolen_gap_record, syscall_record};
-use crate::event::KIND_RUNQ;
-use crate::event::KIND_TAKEOVER;
 use crate::histogram::Histogram;
 use crate::model::report::MigratedRow;
 use crate::stream::NameTable;
