@@ -25,6 +25,9 @@
 #define FIELD(btf, ptr, field) ((btf) ? (ptr)->field : BPF_CORE_READ((ptr), field))
 
 /* Set from user space before load. */
+/* A softirq delay, a ksoftirqd wait or an irqs-off gap this long is a stall
+ * (--stall-threshold). */
+const volatile __u64 stall_threshold_ns = 10 * 1000 * 1000;
 const volatile __u8 cgroup_v1_cpu = 0; /* attribute by the v1 cpu hierarchy */
 /* Keep per-task state in task storage rather than in the `tasks` hash.
  * Only for the tp_btf family (it needs trusted task pointers) and only on

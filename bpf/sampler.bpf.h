@@ -34,8 +34,6 @@ static __always_inline __u64 host_steal_ns(bool btf)
 
 /* Keep stacks once something has waited (or a call run) this long. */
 const volatile __u64 sample_after_ns = 1000 * 1000;
-/* A gap between ticks at least this long is an irqs-off stall. */
-const volatile __u64 irqoff_threshold_ns = 10 * 1000 * 1000;
 
 static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *call, __u32 tid,
 					    __u64 now)
@@ -89,7 +87,7 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	why = sample_reasons(cs, call, tid, now);
 	/* Only the time the guest itself lost counts: a vCPU the host did
 	 * not run had its interrupts on. */
-	if (gap - gap_steal >= irqoff_threshold_ns)
+	if (gap - gap_steal >= stall_threshold_ns)
 		why |= SAMPLE_WHY_GAP;
 	if (!why)
 		return 0;

@@ -17,7 +17,6 @@
 #include "throttle.bpf.h"
 
 const volatile __u64 runq_threshold_ns = 10 * 1000 * 1000;
-const volatile __u64 takeover_threshold_ns = 10 * 1000 * 1000;
 
 /* Per-CPU, allocated on first use: no atomics, no cache-line bouncing. */
 struct {
@@ -254,7 +253,7 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 		s->preempted_throttled++;
 	else if (s && holder.tid)
 		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
-	if (wait < (next_is_ksoftirqd ? takeover_threshold_ns : runq_threshold_ns))
+	if (wait < (next_is_ksoftirqd ? stall_threshold_ns : runq_threshold_ns))
 		return;
 	/* The syscall the holder was in: from its state (hooked syscalls); or
 	 * the call the sampler found it in, else, for the task leaving now,

@@ -16,7 +16,6 @@
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
 
-const volatile __u64 softirq_threshold_ns = 10 * 1000 * 1000;
 /* Set by user space when softirq delays start, and run time is counted,
  * at the sampler's ticks (softirq_tick) rather than in programs on
  * softirq_raise and softirq_exit. */
@@ -111,7 +110,7 @@ static __always_inline void on_softirq_entry(bool btf, unsigned int vec)
 	slot = hist_slot(delay);
 	if (slot < HIST_SLOTS)
 		s->delay_slots[slot]++;
-	if (delay >= softirq_threshold_ns)
+	if (delay >= stall_threshold_ns)
 		softirq_event_emit(btf, now, delay, vec, in_ksoftirqd);
 }
 

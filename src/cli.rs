@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::probe::{AttachMode, SyscallMode};
+use crate::modes::{AttachMode, SyscallMode};
 
 const ABOUT: &str = "Find the CPU stalls your application did not cause.
 
@@ -142,13 +142,13 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_threshold, global = true)]
     pub runq_threshold: Duration,
 
-    /// Report a softirq delay or ksoftirqd wait longer than this (a stall).
-    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_threshold, global = true)]
-    pub threshold: Duration,
+    /// Report a softirq delay, ksoftirqd wait or irqs-off gap longer than this (a stall).
+    #[arg(long, visible_alias = "threshold", value_name = "DURATION", default_value = "10ms", value_parser = parse_threshold, global = true)]
+    pub stall_threshold: Duration,
 
     /// Report a syscall that took longer than this, wall clock.
-    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_threshold, global = true)]
-    pub syscall_threshold: Duration,
+    #[arg(long, visible_alias = "syscall-threshold", value_name = "DURATION", default_value = "10ms", value_parser = parse_threshold, global = true)]
+    pub syscall_wall_threshold: Duration,
 
     /// Report a syscall that ran longer than this on a CPU (kernel time).
     #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_threshold, global = true)]

@@ -15,6 +15,7 @@ mod histogram;
 mod host;
 mod kubelet;
 mod model;
+mod modes;
 mod probe;
 mod record;
 mod source;

@@ -18,7 +18,7 @@ mod tests;
 pub use config::{DEFAULT_SAMPLE_HZ, HARDIRQ_THRESHOLD_NS};
 pub use features::KernelFeatures;
 pub use libbpf_log::install as route_libbpf_logs;
-pub use loader::{AttachMode, ObjectStorage, ProbeConfig, SyscallMode};
+pub use loader::{ObjectStorage, ProbeConfig};
 pub use session::{ProbeInfo, Session};
 
 pub use crate::abi::skel;

@@ -56,6 +56,7 @@ mod tests {
 
     use super::*;
     use crate::histogram::Histogram;
+    use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
     use crate::stream::{
         CgroupRunq, CgroupThrottle, Counters, Entry, Header, HostInfo, KernelSnapshot, NameTable,
         Preemptor, ProgramCost, Settings, SoftirqStats, SoftirqStolen, SyscallStats,
@@ -78,10 +79,10 @@ mod tests {
                 syscall_wall_threshold_ns: 10_000_000,
                 syscall_oncpu_threshold_ns: 1_000_000,
                 sample_hz: 1000,
-                attach: "tp_btf".into(),
-                cgroup_hierarchy: "unified".into(),
-                syscalls: "exact".into(),
-                softirq_time: "exact".into(),
+                attach: Attach::TpBtf,
+                cgroup_hierarchy: CgroupHierarchy::Unified,
+                syscalls: SyscallMode::Exact,
+                softirq_time: SoftirqTime::Exact,
             },
             warnings: vec!["CPU X-ray sampler is off: test".into()],
             probes: vec![],

@@ -8,6 +8,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+use crate::modes::SoftirqTime;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -289,15 +291,14 @@ pub fn session_header(
             syscall_wall_threshold_ns: config.syscall_wall_threshold_ns,
             syscall_oncpu_threshold_ns: config.syscall_oncpu_threshold_ns,
             sample_hz: config.sample_hz,
-            attach: info.attach.to_string(),
-            cgroup_hierarchy: hierarchy.name().to_string(),
-            syscalls: info.syscalls.name().to_string(),
+            attach: info.attach,
+            cgroup_hierarchy: hierarchy.kind(),
+            syscalls: info.syscalls,
             softirq_time: if config.softirq_sampled() {
-                "sampled"
+                SoftirqTime::Sampled
             } else {
-                "exact"
-            }
-            .to_string(),
+                SoftirqTime::Exact
+            },
         },
         warnings: info.warnings.clone(),
         probes: info.probes.clone(),
@@ -314,8 +315,8 @@ pub fn probe_config(
     let config = ProbeConfig {
         attach: args.attach,
         runq_threshold_ns: args.runq_threshold.as_nanos() as u64,
-        stall_threshold_ns: args.threshold.as_nanos() as u64,
-        syscall_wall_threshold_ns: args.syscall_threshold.as_nanos() as u64,
+        stall_threshold_ns: args.stall_threshold.as_nanos() as u64,
+        syscall_wall_threshold_ns: args.syscall_wall_threshold.as_nanos() as u64,
         syscall_oncpu_threshold_ns: args.syscall_oncpu_threshold.as_nanos() as u64,
         hardirq_threshold_ns: probe::HARDIRQ_THRESHOLD_NS,
         sample_hz: args.sample_hz,

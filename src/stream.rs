@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuList;
 use crate::histogram::Histogram;
+use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
 
 /// One item of the stream. A recording is a header followed by these.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,24 +89,25 @@ pub struct Settings {
     pub syscall_wall_threshold_ns: u64,
     pub syscall_oncpu_threshold_ns: u64,
     pub sample_hz: u32,
-    /// "tp_btf" or "raw_tp".
-    pub attach: String,
-    /// Which hierarchy cgroup ids refer to: "v1 cpu" or "unified".
-    pub cgroup_hierarchy: String,
-    /// How syscalls were watched: "exact" or "off" (recordings before
-    /// this field hooked them unless told not to: "exact").
-    #[serde(default = "exact")]
-    pub syscalls: String,
+    pub attach: Attach,
+    /// Which hierarchy cgroup ids refer to.
+    pub cgroup_hierarchy: CgroupHierarchy,
+    /// How syscalls were watched (recordings before this field hooked them
+    /// unless told not to: exact).
+    #[serde(default = "exact_syscalls")]
+    pub syscalls: SyscallMode,
     /// How softirq run time, and the time softirqs took from the tasks
-    /// they interrupted, was measured: "exact" (entry to exit) or
-    /// "sampled" (sampler ticks that found a softirq running; recordings
-    /// before this field: "exact").
-    #[serde(default = "exact")]
-    pub softirq_time: String,
+    /// they interrupted, was measured (recordings before this field: exact).
+    #[serde(default = "exact_softirq_time")]
+    pub softirq_time: SoftirqTime,
 }
 
-fn exact() -> String {
-    "exact".into()
+fn exact_syscalls() -> SyscallMode {
+    SyscallMode::Exact
+}
+
+fn exact_softirq_time() -> SoftirqTime {
+    SoftirqTime::Exact
 }
 
 /// Aggregate kernel state at `ts_ns`, cumulative since the probes loaded.

@@ -100,7 +100,7 @@ fn help_teaches_with_examples() {
         "report",
         "Examples:",
         "500us, 2ms, 10s, 5m",
-        "--threshold",
+        "--stall-threshold",
     ] {
         assert!(help.contains(needle), "help lacks {needle:?}:\n{help}");
     }

@@ -226,6 +226,7 @@ fn kernel_since(latest: &KernelSnapshot, baseline: &KernelSnapshot) -> KernelSna
 mod tests {
     use super::*;
     use crate::histogram::Histogram;
+    use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
     use crate::stream::{CgroupRunq, Counters, HostInfo, ProgramCost, Settings};
 
     const MS: u64 = 1_000_000;
@@ -246,10 +247,10 @@ mod tests {
                 syscall_wall_threshold_ns: 10 * MS,
                 syscall_oncpu_threshold_ns: MS,
                 sample_hz: 0,
-                attach: "tp_btf".into(),
-                cgroup_hierarchy: "unified".into(),
-                syscalls: "exact".into(),
-                softirq_time: "exact".into(),
+                attach: Attach::TpBtf,
+                cgroup_hierarchy: CgroupHierarchy::Unified,
+                syscalls: SyscallMode::Exact,
+                softirq_time: SoftirqTime::Exact,
             },
             warnings: vec![],
             probes: vec![],

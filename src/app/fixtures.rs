@@ -12,6 +12,7 @@ use crate::event::testing::{
     runq_record, sample_record, softirq_record, syscall_record, task, throttled_runq_record,
 };
 use crate::histogram::Histogram;
+use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
 use crate::record::{self, Recording, Writer};
 use crate::stream::{
     CgroupRunq, CgroupThrottle, Counters, Entry, Header, HostInfo, KernelSnapshot, NameTable,
@@ -62,10 +63,10 @@ pub fn header(cpus: u32) -> Header {
             syscall_wall_threshold_ns: 10 * MS,
             syscall_oncpu_threshold_ns: MS,
             sample_hz: 1000,
-            attach: "tp_btf".into(),
-            cgroup_hierarchy: "unified".into(),
-            syscalls: "exact".into(),
-            softirq_time: "exact".into(),
+            attach: Attach::TpBtf,
+            cgroup_hierarchy: CgroupHierarchy::Unified,
+            syscalls: SyscallMode::Exact,
+            softirq_time: SoftirqTime::Exact,
         },
         warnings: vec![],
         probes: vec![],

@@ -253,7 +253,7 @@ pub const KEYMAP: &[Binding] = &[
         &[
             "hide stalls shorter than X on screen;",
             "display only: probe thresholds are fixed",
-            "at load (--threshold, --runq-threshold)",
+            "at load (--stall-threshold, --runq-threshold)",
         ],
         Some(("t", "threshold")),
     ),

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use procfs::process::MountInfo;
 
 use super::CgroupError;
+use crate::modes::CgroupHierarchy;
 
 const MOUNTINFO: &str = "/proc/self/mountinfo";
 
@@ -61,11 +62,11 @@ impl Hierarchy {
         matches!(self, Hierarchy::V1Cpu { .. })
     }
 
-    /// As written in the recording's settings.
-    pub fn name(&self) -> &'static str {
+    /// Which hierarchy it is, as a recording's settings name it.
+    pub fn kind(&self) -> CgroupHierarchy {
         match self {
-            Hierarchy::V1Cpu { .. } => "v1 cpu",
-            Hierarchy::Unified { .. } => "unified",
+            Hierarchy::V1Cpu { .. } => CgroupHierarchy::V1Cpu,
+            Hierarchy::Unified { .. } => CgroupHierarchy::Unified,
         }
     }
 
@@ -186,7 +187,7 @@ mod tests {
             }
         );
         assert!(h.uses_v1_cpu());
-        assert_eq!(h.name(), "v1 cpu");
+        assert_eq!(h.kind(), CgroupHierarchy::V1Cpu);
     }
 
     #[test]
@@ -217,7 +218,7 @@ mod tests {
             }
         );
         assert!(!h.uses_v1_cpu());
-        assert_eq!(h.name(), "unified");
+        assert_eq!(h.kind(), CgroupHierarchy::Unified);
     }
 
     #[test]

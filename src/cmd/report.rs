@@ -52,6 +52,7 @@ mod tests {
 
     use super::*;
     use crate::app::fixtures;
+    use crate::modes::SoftirqTime;
 
     /// The text and the JSON report of every committed recording
     /// (tests/fixtures/*.stl), as `stalltop report` prints them.
@@ -102,7 +103,7 @@ mod tests {
     #[test]
     fn sampled_softirq_delays_say_so() {
         let mut report = report_of(&fixtures::busy());
-        report.settings.softirq_time = "sampled".into();
+        report.settings.softirq_time = SoftirqTime::Sampled;
         let mut untimed = report.softirq[0].clone();
         untimed.vector = "TIMER";
         untimed.timed = 0;

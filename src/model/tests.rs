@@ -9,6 +9,7 @@ use super::*;
 use crate::abi::KIND_RUNQ;
 use crate::event::testing::{runq_record, task};
 use crate::histogram::Histogram;
+use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
 use crate::stream::{CgroupRunq, Counters, HostInfo, NameTable, Preemptor, Settings};
 pub(crate) const MS: u64 = 1_000_000;
 pub(crate) const VICTIM: u64 = 4001;
@@ -31,10 +32,10 @@ pub(crate) fn header() -> Header {
             syscall_wall_threshold_ns: 10 * MS,
             syscall_oncpu_threshold_ns: MS,
             sample_hz: 1000,
-            attach: "tp_btf".into(),
-            cgroup_hierarchy: "v1 cpu".into(),
-            syscalls: "exact".into(),
-            softirq_time: "exact".into(),
+            attach: Attach::TpBtf,
+            cgroup_hierarchy: CgroupHierarchy::V1Cpu,
+            syscalls: SyscallMode::Exact,
+            softirq_time: SoftirqTime::Exact,
         },
         warnings: vec![],
         probes: vec![],

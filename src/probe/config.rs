@@ -2,40 +2,7 @@
 //! and syscall modes, thresholds, rates) and what the kernel offers.
 
 use super::features::KernelFeatures;
-
-/// Which twin of every program to load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum AttachMode {
-    /// tp_btf where the kernel has BTF tracepoints, else raw_tp.
-    Auto,
-    /// BTF tracepoints only (fastest: direct field access).
-    TpBtf,
-    /// Raw tracepoints with CO-RE reads (for kernels without tp_btf).
-    RawTp,
-}
-
-/// How syscalls are watched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SyscallMode {
-    /// No syscall hooks: the CPU sampler finds the calls that hold a CPU
-    /// (syscall, file, time in the kernel to about a sampler period).
-    Sampled,
-    /// Hook every syscall's entry and exit: per-call latency and on-CPU
-    /// histograms, every slow call with its file.
-    Exact,
-    /// No syscall hooks: culprits lose their syscall, file and on-CPU time.
-    Off,
-}
-
-impl SyscallMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            SyscallMode::Sampled => "sampled",
-            SyscallMode::Exact => "exact",
-            SyscallMode::Off => "off",
-        }
-    }
-}
+use crate::modes::{AttachMode, SyscallMode};
 
 /// The CPU sampler's default rate. Its period (1.383 ms) is out of step
 /// with the 1 ms, 4 ms and 10 ms timers periodic tasks and kernels run on
@@ -90,22 +57,6 @@ impl ProbeConfig {
             && count_readable
             && self.features.softirq_pending_from_rq.is_some()
             && !self.features.preempt_rt
-    }
-}
-
-/// A resolved attach mode: which twin of every program loads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Attach {
-    TpBtf,
-    RawTp,
-}
-
-impl Attach {
-    pub fn name(self) -> &'static str {
-        match self {
-            Attach::TpBtf => "tp_btf",
-            Attach::RawTp => "raw_tp",
-        }
     }
 }
 

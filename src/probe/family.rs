@@ -1,8 +1,9 @@
 //! The probe families: programs that load and fail together, what a user
 //! loses without each, and which programs of the skeleton each enables.
 
-use super::config::{Attach, ProbeConfig, SyscallMode};
+use super::config::ProbeConfig;
 use super::skel::OpenStalltopSkel;
+use crate::modes::{Attach, SyscallMode};
 
 /// Programs that load and fail together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

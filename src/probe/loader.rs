@@ -14,10 +14,11 @@ use libbpf_rs::{
     libbpf_sys, AsRawLibbpf, Link, MapCore, MapFlags, MapType, OpenObject, ProgramInput,
 };
 
-pub use super::config::{Attach, AttachMode, ProbeConfig, SyscallMode};
+pub use super::config::ProbeConfig;
 use super::family::{enable_programs, families, ProbeFamily};
 use super::skel::{types, OpenStalltopSkel, StalltopSkel, StalltopSkelBuilder};
 use super::{libbpf_log, refusal, sampler, ProbeError};
+use crate::modes::{Attach, AttachMode, SyscallMode};
 use crate::stream::{ProbeLoad, ProgramLoad};
 use crate::syscall_table;
 
@@ -309,13 +310,11 @@ fn configure(
     rodata.use_task_storage = u8::from(use_task_storage);
     rodata.runq_threshold_ns = config.runq_threshold_ns;
     rodata.runq_from_wakeup = u8::from(config.features.runq_from_wakeup());
-    rodata.takeover_threshold_ns = config.stall_threshold_ns;
-    rodata.softirq_threshold_ns = config.stall_threshold_ns;
+    rodata.stall_threshold_ns = config.stall_threshold_ns;
     rodata.softirq_sampled = u8::from(config.softirq_sampled());
     rodata.preempt_count_from_rq = config.features.preempt_count_from_rq.unwrap_or(0);
     rodata.steal_time_from_rq = config.features.steal_time_from_rq.unwrap_or(0);
     rodata.softirq_pending_from_rq = config.features.softirq_pending_from_rq.unwrap_or(0);
-    rodata.irqoff_threshold_ns = config.stall_threshold_ns;
     rodata.hardirq_threshold_ns = config.hardirq_threshold_ns;
     rodata.syscalls_hooked = u8::from(syscalls_hooked);
     rodata.syscalls_sampled =

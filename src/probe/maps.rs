@@ -6,12 +6,13 @@ use std::os::fd::AsRawFd;
 
 use libbpf_rs::{libbpf_sys, MapCore, MapFlags};
 
-use super::loader::{Loaded, SyscallMode};
+use super::loader::Loaded;
 use super::skel::types::{counter_slot, probe_kind};
 use super::skel::{types, StalltopSkel};
 use crate::abi::KIND_MAX;
 use crate::event::{comm_str, kind_name, FilePath};
 use crate::histogram::Histogram;
+use crate::modes::SyscallMode;
 use crate::stream::{
     CgroupRunq, Counters, FileTime, KernelSnapshot, Preemptor, ProgramCost, SoftirqStats,
     SoftirqStolen, SyscallStats,

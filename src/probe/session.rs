@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use libbpf_rs::{RingBuffer, RingBufferBuilder};
 
-use super::loader::{self, Loaded, ObjectStorage, ProbeConfig, SyscallMode};
+use super::loader::{self, Loaded, ObjectStorage, ProbeConfig};
 use super::{maps, ProbeError};
+use crate::modes::{Attach, SyscallMode};
 use crate::stream::{KernelSnapshot, ProbeLoad};
 
 /// What loaded, for headers and the UI.
 #[derive(Clone, Debug)]
 pub struct ProbeInfo {
-    /// "tp_btf" or "raw_tp".
-    pub attach: &'static str,
+    pub attach: Attach,
     /// How syscalls are watched ("off" when their family did not load).
     pub syscalls: SyscallMode,
     /// Families and optional parts that did not come up.
@@ -62,7 +62,7 @@ impl<'obj> Session<'obj> {
 
     pub fn info(&self) -> ProbeInfo {
         ProbeInfo {
-            attach: self.loaded.attach.name(),
+            attach: self.loaded.attach,
             syscalls: self.loaded.syscalls,
             warnings: self.loaded.warnings.clone(),
             probes: self.loaded.probes.clone(),

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::event::{self, Event};
 use crate::host;
+use crate::modes::{Attach, AttachMode, SyscallMode};
 
 /// Workload tests pin threads to one CPU; run them one at a time.
 pub(super) static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -131,8 +132,8 @@ fn fight_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(config, &mut storage).expect("probes load");
     let expected_family = match config.attach {
-        AttachMode::RawTp => "raw_tp",
-        _ => "tp_btf",
+        AttachMode::RawTp => Attach::RawTp,
+        _ => Attach::TpBtf,
     };
     assert_eq!(session.info().attach, expected_family);
 

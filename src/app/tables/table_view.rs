@@ -9,6 +9,7 @@ use crate::app::format;
 use crate::app::pane::Pane;
 use crate::app::view::{ColumnView, RowView, Segment, TableView, Tone};
 use crate::model::Report;
+use crate::modes::SyscallMode;
 
 /// How a table pane looks: the columns that fit `inner_width`, the rows
 /// `first..first + count`, the marks of the sort and the selection.
@@ -93,7 +94,7 @@ pub fn table_view(req: &TableRequest<'_>) -> TableView {
         );
         title.insert(title.len() - 1, Segment::new(mark, Tone::Warn));
     }
-    if req.pane == Pane::Syscalls && req.report.settings.syscalls == "sampled" {
+    if req.pane == Pane::Syscalls && req.report.settings.syscalls == SyscallMode::Sampled {
         // Sampled figures say so: calls are those ticks found, no latencies.
         let mark = "· sampled: calls ticks found, no latencies ";
         title.insert(title.len() - 1, Segment::new(mark, Tone::Dim));

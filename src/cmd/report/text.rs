@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::model::Report;
+use crate::modes::{SoftirqTime, SyscallMode};
 
 /// The human summary. Layout only: every number comes from the report.
 pub fn render(r: &Report) -> String {
@@ -199,7 +200,7 @@ fn stalls_text(out: &mut String, r: &Report) {
         );
     }
 
-    let sampled = if r.settings.syscalls == "sampled" {
+    let sampled = if r.settings.syscalls == SyscallMode::Sampled {
         ", sampled (per-call latency needs --syscalls exact)"
     } else {
         ""
@@ -223,7 +224,7 @@ fn stalls_text(out: &mut String, r: &Report) {
         );
     }
 
-    let sampled = r.settings.softirq_time == "sampled";
+    let sampled = r.settings.softirq_time == SoftirqTime::Sampled;
     let _ = writeln!(
         out,
         "\nSoftirq delay (raise to run) by CPU and vector{}",

@@ -11,6 +11,7 @@ use crate::histogram::Histogram;
 use crate::model::culprits::{self, StallCause};
 use crate::model::stalls::{self, Culprit, Stall};
 use crate::model::Analysis;
+use crate::modes::SyscallMode;
 use crate::stream::CgroupRunq;
 use crate::syscall_table;
 
@@ -246,7 +247,7 @@ fn top_paths(a: &Analysis, nr: u32, container: &str) -> Vec<PathRow> {
         row.total_ns += ns;
     };
     let settings = &a.header.settings;
-    if settings.syscalls == "sampled" {
+    if settings.syscalls == SyscallMode::Sampled {
         let files = a
             .kernel
             .iter()

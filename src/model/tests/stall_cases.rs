@@ -11,6 +11,7 @@ use crate::event::testing::{migrated_runq_record, runq_record, task, throttled_r
 use crate::event::testing::{stolen_gap_record, syscall_record};
 use crate::histogram::Histogram;
 use crate::model::report::MigratedRow;
+use crate::modes::SyscallMode;
 use crate::stream::NameTable;
 use crate::stream::{FileTime, SoftirqStolen, SyscallStats};
 
@@ -644,7 +645,7 @@ fn a_wait_moved_between_cpus_keeps_its_length_and_where_it_began() {
 #[test]
 fn sampled_fadvise_storm_tops_the_syscall_table_with_its_file() {
     let mut header = super::header();
-    header.settings.syscalls = "sampled".into();
+    header.settings.syscalls = SyscallMode::Sampled;
     header.settings.sample_hz = 1000;
     let kernel = KernelSnapshot {
         ts_ns: 9_000 * MS,

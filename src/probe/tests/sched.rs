@@ -116,7 +116,7 @@ fn auto_mode_picks_tp_btf_on_this_kernel() {
     let config = config(AttachMode::Auto);
     let mut storage = ObjectStorage::default();
     let session = Session::start(&config, &mut storage).expect("probes load");
-    assert_eq!(session.info().attach, "tp_btf");
+    assert_eq!(session.info().attach, Attach::TpBtf);
 }
 
 /// The `runq_slots` index of a cgroup id (runq_stats_of in bpf/sched.bpf.h).

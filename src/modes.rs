@@ -1,0 +1,146 @@
+//! How stalltop watches, from the command line to the recording: the attach and syscall modes a
+//! user picks, the attach mode the probes resolved, how softirq time was measured and which
+//! cgroup hierarchy ids refer to. Each is an enum everywhere; recordings and JSON keep the
+//! strings they always carried (serde names below), so old recordings read the same.
+
+use serde::{Deserialize, Serialize};
+
+/// Which twin of every program to load (`--attach`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttachMode {
+    /// tp_btf where the kernel has BTF tracepoints, else raw_tp.
+    Auto,
+    /// BTF tracepoints only (fastest: direct field access).
+    TpBtf,
+    /// Raw tracepoints with CO-RE reads (for kernels without tp_btf).
+    RawTp,
+}
+
+/// The twin of every program that loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Attach {
+    #[serde(rename = "tp_btf")]
+    TpBtf,
+    #[serde(rename = "raw_tp")]
+    RawTp,
+}
+
+impl Attach {
+    pub fn name(self) -> &'static str {
+        match self {
+            Attach::TpBtf => "tp_btf",
+            Attach::RawTp => "raw_tp",
+        }
+    }
+}
+
+/// How syscalls are watched (`--syscalls`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyscallMode {
+    /// No syscall hooks: the CPU sampler finds the calls that hold a CPU
+    /// (syscall, file, time in the kernel to about a sampler period).
+    Sampled,
+    /// Hook every syscall's entry and exit: per-call latency and on-CPU
+    /// histograms, every slow call with its file.
+    Exact,
+    /// No syscall hooks: culprits lose their syscall, file and on-CPU time.
+    Off,
+}
+
+impl SyscallMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyscallMode::Sampled => "sampled",
+            SyscallMode::Exact => "exact",
+            SyscallMode::Off => "off",
+        }
+    }
+}
+
+/// How softirq run time, and the time softirqs took from the tasks they interrupted, was
+/// measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SoftirqTime {
+    /// Timed from each softirq's entry to its exit.
+    Exact,
+    /// Counted by the sampler's ticks.
+    Sampled,
+}
+
+impl SoftirqTime {
+    pub fn name(self) -> &'static str {
+        match self {
+            SoftirqTime::Exact => "exact",
+            SoftirqTime::Sampled => "sampled",
+        }
+    }
+}
+
+/// Which cgroup hierarchy the cgroup ids of a run refer to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CgroupHierarchy {
+    /// The v1 cpu controller's (v1 and hybrid hosts).
+    #[serde(rename = "v1 cpu")]
+    V1Cpu,
+    /// cgroup2's.
+    #[serde(rename = "unified")]
+    Unified,
+}
+
+impl CgroupHierarchy {
+    pub fn name(self) -> &'static str {
+        match self {
+            CgroupHierarchy::V1Cpu => "v1 cpu",
+            CgroupHierarchy::Unified => "unified",
+        }
+    }
+}
+
+macro_rules! display_by_name {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    )*};
+}
+
+display_by_name!(Attach, SyscallMode, SoftirqTime, CgroupHierarchy);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(value: impl Serialize) -> String {
+        serde_json::to_string(&value).unwrap()
+    }
+
+    /// Recordings carry these strings; changing one breaks every recording made before.
+    #[test]
+    fn recordings_keep_the_strings_they_always_carried() {
+        assert_eq!(json(Attach::TpBtf), "\"tp_btf\"");
+        assert_eq!(json(Attach::RawTp), "\"raw_tp\"");
+        assert_eq!(json(SyscallMode::Sampled), "\"sampled\"");
+        assert_eq!(json(SyscallMode::Exact), "\"exact\"");
+        assert_eq!(json(SyscallMode::Off), "\"off\"");
+        assert_eq!(json(SoftirqTime::Exact), "\"exact\"");
+        assert_eq!(json(SoftirqTime::Sampled), "\"sampled\"");
+        assert_eq!(json(CgroupHierarchy::V1Cpu), "\"v1 cpu\"");
+        assert_eq!(json(CgroupHierarchy::Unified), "\"unified\"");
+        let back: CgroupHierarchy = serde_json::from_str("\"v1 cpu\"").unwrap();
+        assert_eq!(back, CgroupHierarchy::V1Cpu);
+    }
+
+    #[test]
+    fn names_are_the_serialized_strings() {
+        for m in [SyscallMode::Sampled, SyscallMode::Exact, SyscallMode::Off] {
+            assert_eq!(json(m), format!("\"{m}\""));
+        }
+        for a in [Attach::TpBtf, Attach::RawTp] {
+            assert_eq!(json(a), format!("\"{a}\""));
+        }
+    }
+}
