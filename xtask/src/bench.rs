@@ -58,7 +58,7 @@ pub struct Args {
 pub fn main(args: &Args) -> Result<()> {
     interrupt::install()?;
     prereqs::ensure()?;
-    let root = crate::workspace_root();
+    let root = crate::workspace::workspace_root();
     let binaries = Binaries {
         stalltop: root.join("target/release/stalltop"),
         floor: root.join("target/release/bench-floor"),

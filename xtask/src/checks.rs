@@ -21,6 +21,18 @@ mod fixtures;
 
 use serde::Serialize;
 
+use crate::scenario;
+use report::{Report, SyscallMode};
+
+/// slow-syscall: the check of the mode the report was recorded in.
+pub fn slow_syscall(report: &Report, truth: &scenario::slow_syscall::Truth) -> Result<(), String> {
+    match report.settings.syscalls {
+        SyscallMode::Exact => slow_syscall::check(report, truth),
+        SyscallMode::Sampled => slow_syscall_sampled::check(report, truth),
+        SyscallMode::Off => slow_syscall_sampled::check_off(report, truth),
+    }
+}
+
 /// `part` of `whole` percent, rounded up.
 fn percent_of(whole: u64, part: u64) -> u64 {
     (whole * part).div_ceil(100)

@@ -16,8 +16,8 @@ mod static_build;
 mod test;
 mod tui_test;
 mod vmlinux;
+mod workspace;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -52,33 +52,6 @@ enum Command {
     Static,
     /// Run target/release/stalltop serve under a real Prometheus through real scenarios.
     FleetTest,
-}
-
-/// The cargo workspace this xtask belongs to.
-fn workspace_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives inside the workspace")
-}
-
-/// Where cargo builds: CARGO_TARGET_DIR, or the workspace's target/.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
-}
-
-/// Run cargo with `args` in the workspace; fail on a non-zero exit.
-fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = std::process::Command::new(cargo)
-        .args(args)
-        .current_dir(workspace_root())
-        .status()?;
-    if !status.success() {
-        anyhow::bail!("`cargo {}` failed: {status}", args.join(" "));
-    }
-    Ok(())
 }
 
 fn main() -> ExitCode {

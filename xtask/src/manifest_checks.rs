@@ -17,7 +17,7 @@ const LISTEN: &str = "0.0.0.0:9750";
 
 /// Every document of every deploy/kubernetes/*.yaml, files in name order.
 fn manifests() -> Vec<Value> {
-    let dir = crate::workspace_root().join("deploy/kubernetes");
+    let dir = crate::workspace::workspace_root().join("deploy/kubernetes");
     let mut paths: Vec<_> = fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.unwrap().path())
@@ -405,7 +405,8 @@ mod tests {
     #[test]
     fn the_image_is_the_static_binary_alone_running_the_daemonsets_command() {
         let text =
-            fs::read_to_string(crate::workspace_root().join("deploy/Containerfile")).unwrap();
+            fs::read_to_string(crate::workspace::workspace_root().join("deploy/Containerfile"))
+                .unwrap();
         let mut docs = manifests();
         let container = container(&mut docs).clone();
         assert_eq!(

@@ -29,7 +29,8 @@ use self::guest_script::Plan;
 use self::kernels::{Kernel, FLAVOURS};
 use self::modes::{Mode, SYSCALL_MODES};
 use crate::scenario::command;
-use crate::{interrupt, prereqs, target_dir, workspace_root};
+use crate::workspace::{target_dir, workspace_root};
+use crate::{interrupt, prereqs};
 
 /// Each mode records this long over the load.
 const RECORD: Duration = Duration::from_secs(3);

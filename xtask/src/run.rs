@@ -6,7 +6,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::{cargo, prereqs, workspace_root};
+use crate::prereqs;
+use crate::workspace::{cargo, workspace_root};
 
 #[derive(clap::Args)]
 pub struct Args {

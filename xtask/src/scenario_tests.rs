@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use crate::checks;
 use crate::checks::irqoff::IrqoffGaps;
 use crate::checks::quiet::HostSteal;
-use crate::checks::report::Report;
+use crate::checks::report::{Report, SyscallMode};
 use crate::child::Child;
 use crate::interrupt;
 use crate::scenario::{self, Name, Outcome};
@@ -35,9 +35,8 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     only: Option<Name>,
     /// stalltop's --syscalls mode for every recording.
-    #[arg(long, value_name = "MODE", default_value = "sampled",
-          value_parser = ["sampled", "exact", "off"])]
-    pub syscalls: String,
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = SyscallMode::Sampled)]
+    pub syscalls: SyscallMode,
 }
 
 /// One scenario's recorded run.
@@ -65,7 +64,7 @@ pub fn main(args: &Args) -> Result<()> {
     let stalltop = stalltop_binary()?;
     let workdir = std::env::temp_dir().join(format!(
         "stalltop-scenarios-{}-{}",
-        args.syscalls,
+        args.syscalls.name(),
         process::id()
     ));
     fs::create_dir_all(&workdir).with_context(|| format!("mkdir {}", workdir.display()))?;
@@ -100,7 +99,7 @@ pub fn main(args: &Args) -> Result<()> {
                 summary: String::new(),
             }
         } else {
-            run_checked(&stalltop, &workdir, name, &args.syscalls, &mut baseline)
+            run_checked(&stalltop, &workdir, name, args.syscalls, &mut baseline)
                 .with_context(|| format!("recordings so far in {}", workdir.display()))?
         };
         if let Verdict::Fail(message) | Verdict::Inconclusive(message) = &row.verdict {
@@ -152,7 +151,7 @@ fn run_checked(
     stalltop: &Path,
     workdir: &Path,
     name: Name,
-    syscalls: &str,
+    syscalls: SyscallMode,
     baseline: &mut Option<Report>,
 ) -> Result<Row> {
     let mut why = String::new();
@@ -223,7 +222,7 @@ fn run_checked(
                 }
             }
             Name::SlowSyscall => match &outcome.injected.slow_syscall {
-                Some(truth) => checks::slow_syscall::check(report, truth),
+                Some(truth) => checks::slow_syscall(report, truth),
                 None => Err("the slow-syscall scenario measured no calls".into()),
             },
             Name::Churn => match (&outcome.injected.churn, &outcome.measured.victim) {
@@ -344,10 +343,10 @@ fn record(
     stalltop: &Path,
     workdir: &Path,
     name: Name,
-    syscalls: &str,
+    syscalls: SyscallMode,
     attempt: u32,
 ) -> Result<Recorded> {
-    let stem = format!("{name}-{syscalls}-{attempt}");
+    let stem = format!("{name}-{}-{attempt}", syscalls.name());
     let recording = workdir.join(format!("{stem}.stl"));
     let duration = name.test_duration();
     let record_for = duration + RECORD_EXTRA;
@@ -364,7 +363,7 @@ fn record(
                 .arg("record")
                 .arg("-o")
                 .arg(&recording)
-                .args(["--syscalls", syscalls])
+                .args(["--syscalls", syscalls.name()])
                 .args(["--duration", &stalltop_duration(record_for)]),
             "stalltop record",
             &workdir.join(format!("{stem}.record.log")),
@@ -415,7 +414,7 @@ pub fn pause(delay: Duration) -> Result<()> {
 pub fn stalltop_binary() -> Result<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("target"));
+        .unwrap_or_else(|| crate::workspace::workspace_root().join("target"));
     let binary = target.join("release/stalltop");
     if !binary.is_file() {
         bail!(

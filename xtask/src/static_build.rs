@@ -14,7 +14,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use crate::scenario::command;
-use crate::{target_dir, workspace_root};
+use crate::workspace::{target_dir, workspace_root};
 
 /// The static binary's path, relative to the workspace.
 pub const STALLTOP: &str = "target/static/stalltop";

@@ -9,7 +9,11 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::{cargo, prereqs, static_build};
+use clap::ValueEnum;
+
+use crate::checks::report::SyscallMode;
+use crate::workspace::cargo;
+use crate::{prereqs, static_build};
 
 pub fn main() -> Result<()> {
     step("xtask builds without C libraries", xtask_builds_no_c)?;
@@ -34,10 +38,11 @@ pub fn main() -> Result<()> {
     })?;
     step("static binary (no shared libraries)", static_build::main)?;
     // Every scenario in every syscall mode (sampled is the default).
-    for mode in ["sampled", "exact", "off"] {
-        step(&format!("scenario tests, --syscalls {mode}"), || {
-            xtask(&["scenario-tests", "--syscalls", mode])
-        })?;
+    for mode in SyscallMode::value_variants() {
+        step(
+            &format!("scenario tests, --syscalls {}", mode.name()),
+            || xtask(&["scenario-tests", "--syscalls", mode.name()]),
+        )?;
     }
     step("terminal test", || xtask(&["tui-test"]))?;
     step("fleet test (serve under a real Prometheus)", || {
@@ -81,7 +86,7 @@ fn xtask_builds_no_c() -> Result<()> {
             "--prefix",
             "none",
         ])
-        .current_dir(crate::workspace_root())
+        .current_dir(crate::workspace::workspace_root())
         .output()
         .context("running cargo tree")?;
     if !output.status.success() {
@@ -117,7 +122,7 @@ fn c_builders_in(tree: &str) -> Vec<&str> {
 
 /// The BPF C sources follow .clang-format (vmlinux.h is generated, not ours).
 fn c_format() -> Result<()> {
-    let root = crate::workspace_root();
+    let root = crate::workspace::workspace_root();
     let mut sources = Vec::new();
     for dir in ["bpf", "xtask/floor/bpf"] {
         for entry in std::fs::read_dir(root.join(dir))? {

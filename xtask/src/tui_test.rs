@@ -61,7 +61,7 @@ pub fn main(args: &Args) -> Result<()> {
 }
 
 fn stalltop_binary() -> Result<PathBuf> {
-    let path = crate::workspace_root().join("target/release/stalltop");
+    let path = crate::workspace::workspace_root().join("target/release/stalltop");
     ensure!(
         path.is_file(),
         "{} is missing: build it first with `cargo build --release` (tui-test builds nothing)",

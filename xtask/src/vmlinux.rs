@@ -41,7 +41,7 @@ impl Arch {
 pub fn main(args: &Args) -> Result<()> {
     let host = host_arch()?;
     let arch = args.arch.unwrap_or(host);
-    let dir = crate::workspace_root()
+    let dir = crate::workspace::workspace_root()
         .join("bpf/vmlinux")
         .join(arch.as_str());
     if arch == host {
@@ -55,7 +55,7 @@ pub fn main(args: &Args) -> Result<()> {
         let arch = arch.as_str();
         bail!("the {arch} header comes from a running {arch} kernel: run this on an {arch} host");
     }
-    let cache = crate::workspace_root().join("target/debian-arm64");
+    let cache = crate::workspace::workspace_root().join("target/debian-arm64");
     fs::create_dir_all(&cache).with_context(|| format!("mkdir {}", cache.display()))?;
     let kernel = debian_arm64::newest_kernel(&cache)?;
     let btf =

@@ -39,8 +39,26 @@ pub struct Settings {
     pub syscall_wall_threshold_ns: u64,
     pub syscall_oncpu_threshold_ns: u64,
     pub sample_hz: u32,
-    /// "sampled", "exact" or "off".
-    pub syscalls: String,
+    pub syscalls: SyscallMode,
+}
+
+/// stalltop's `--syscalls` modes, as `settings.syscalls` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SyscallMode {
+    Sampled,
+    Exact,
+    Off,
+}
+
+impl SyscallMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyscallMode::Sampled => "sampled",
+            SyscallMode::Exact => "exact",
+            SyscallMode::Off => "off",
+        }
+    }
 }
 
 /// A call stalltop listed as slow.

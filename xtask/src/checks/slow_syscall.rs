@@ -25,16 +25,11 @@ const VICTIM_MARGIN_NS: u64 = 1_000_000;
 const QUANTILE_PERCENT: u64 = 20;
 const QUANTILE_SLACK_NS: u64 = 1_000;
 
-/// slow-syscall: stalltop's syscall table has each long call with its syscall, file, wall and
+/// slow-syscall with hooked syscalls (exact): stalltop's syscall table has each long call with its syscall, file, wall and
 /// on-CPU time; fadvise64 has its full latency distribution; and where the victim was delayed
 /// by a call past the runq threshold, the stall names the culprit and its syscall. Every failure
 /// is listed, not just the first.
 pub fn check(report: &Report, truth: &slow_syscall::Truth) -> Result<(), String> {
-    match report.settings.syscalls.as_str() {
-        "sampled" => return super::slow_syscall_sampled::check(report, truth),
-        "off" => return super::slow_syscall_sampled::check_off(report, truth),
-        _ => {}
-    }
     let mut failures = Vec::new();
     for call in &truth.calls {
         if let Err(message) = long_call(report, truth, call) {

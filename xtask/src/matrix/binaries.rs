@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::{static_build, workspace_root};
+use crate::static_build;
+use crate::workspace::workspace_root;
 
 pub struct Binaries {
     pub stalltop: PathBuf,
