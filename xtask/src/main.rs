@@ -3,6 +3,9 @@
 mod bench;
 mod checks;
 mod child;
+#[cfg(test)]
+mod code_map;
+mod commit_shape;
 mod fleet_test;
 mod interrupt;
 #[cfg(test)]

@@ -13,10 +13,11 @@ use clap::ValueEnum;
 
 use crate::checks::report::SyscallMode;
 use crate::workspace::cargo;
-use crate::{prereqs, static_build};
+use crate::{commit_shape, prereqs, static_build};
 
 pub fn main() -> Result<()> {
     step("xtask builds without C libraries", xtask_builds_no_c)?;
+    step("commit shape", commit_shape::check)?;
     prereqs::ensure()?;
     step("formatting", || cargo(&["fmt", "--all", "--", "--check"]))?;
     step("C formatting (bpf/, .clang-format)", c_format)?;
