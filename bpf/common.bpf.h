@@ -83,6 +83,20 @@ static __always_inline struct cpu_state *this_cpu(void)
 	return bpf_map_lookup_elem(&cpus, &zero);
 }
 
+/* The state of CPU `cpu`. Global functions take a CPU's number and look
+ * its state up here: before Linux 5.12 a global function takes no pointer
+ * argument. Another CPU's state needs bpf_map_lookup_percpu_elem (5.19);
+ * before, only this CPU's is found (NULL for the others). One lookup
+ * either way, so the verifier walks a global function's body once. */
+static __always_inline struct cpu_state *cpu_state_of(__u32 cpu)
+{
+	__u32 zero = 0;
+
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_map_lookup_percpu_elem))
+		return bpf_map_lookup_percpu_elem(&cpus, &zero, cpu);
+	return cpu == bpf_get_smp_processor_id() ? this_cpu() : NULL;
+}
+
 /* Count an invocation of `probe`; time one in PROBE_COST_EVERY (returns
  * its start, else 0). */
 static __always_inline __u64 cost_start(struct cpu_state *cs, enum probe_kind probe)

@@ -103,33 +103,26 @@ static __always_inline __u64 wait_began(bool btf, struct task_struct *p, __u32 t
 	return now - (delay - base);
 }
 
-/* The CPU state of CPU `cpu` (NULL before 5.19, which cannot read another
- * CPU's per-CPU value). */
-static __always_inline struct cpu_state *cpu_state_of(__u32 cpu)
+/* Weigh who held the run queue `rq` of CPU `cpu` during [from, now]
+ * while thread `tid` waited on it, against the holder `cw` carries: the
+ * one that held a CPU longer stays (the same task's times add up). Needs
+ * another CPU's state: from Linux 5.19 (cpu_state_of). */
+static __always_inline void carried_holder_weigh(bool btf, struct carried_wait *cw, __u32 cpu,
+						 struct rq *rq, __u32 tid, __u64 from, __u64 now)
 {
-	__u32 zero = 0;
-
-	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_map_lookup_percpu_elem))
-		return NULL;
-	return bpf_map_lookup_percpu_elem(&cpus, &zero, cpu);
-}
-
-/* Weigh who held the run queue `rq` (state `cs`) during [from, now] while
- * thread `tid` waited on it, against the holder `cw` carries: the one that
- * held a CPU longer stays (the same task's times add up). */
-static __always_inline void carried_holder_weigh(bool btf, struct carried_wait *cw,
-						 struct cpu_state *cs, struct rq *rq, __u32 tid,
-						 __u64 from, __u64 now)
-{
-	__u64 found = wait_holder(cs, from, now, tid);
-	__u64 held = holder_held_ns(found);
+	struct cpu_state *cs = cpu_state_of(cpu);
+	__u64 found, held;
 	__u32 kthread = 0;
 	struct task_ref holder = {};
 	int index;
 
+	if (!cs)
+		return;
+	found = wait_holder(cpu, from, now, tid);
+	held = holder_held_ns(found);
 	if (!held)
 		return;
-	index = slice_of(cs, holder_tid(found));
+	index = slice_of(cpu, holder_tid(found));
 	if (index == HOLDER_OPEN) {
 		struct task_struct *curr = FIELD(btf, rq, curr);
 
@@ -164,10 +157,10 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 	__u32 tid = FIELD(btf, p, pid);
 	struct cfs_rq *cfs_rq;
 	struct carried_wait cw = {}, *earlier;
-	struct cpu_state *cs;
 	struct run_mark *m;
 	struct rq *rq;
 	__u64 now, since, from;
+	__u32 cpu;
 
 	if (!tid || FIELD(btf, p, on_rq) != TASK_ON_RQ_MIGRATING)
 		return;
@@ -182,6 +175,7 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 	rq = cfs_rq ? FIELD(btf, cfs_rq, rq) : NULL;
 	if (!rq)
 		return;
+	cpu = FIELD(btf, rq, cpu);
 
 	earlier = m->tid == tid && m->carried ? bpf_map_lookup_elem(&carried_waits, &tid) : NULL;
 	if (earlier) {
@@ -189,14 +183,12 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 		from = cw.until;
 	} else {
 		cw.since = since;
-		cw.from_cpu = FIELD(btf, rq, cpu);
+		cw.from_cpu = cpu;
 		from = since;
 	}
 	cw.until = now;
 	cw.migrations++;
-	cs = cpu_state_of(FIELD(btf, rq, cpu));
-	if (cs)
-		carried_holder_weigh(btf, &cw, cs, rq, tid, from, now);
+	carried_holder_weigh(btf, &cw, cpu, rq, tid, from, now);
 	if (bpf_map_update_elem(&carried_waits, &tid, &cw, BPF_ANY))
 		return;
 	if (m->tid != tid) {

@@ -154,8 +154,9 @@ static __always_inline void steal_point(__u64 t, __u64 s, __u64 start, __u64 *lo
  * it; when none is that old, it is read at the oldest one after `start`
  * (so the result is a lower bound). A global function, so the verifier
  * checks it once, not once per path of sched_switch. */
-__noinline __u64 steal_during(struct cpu_state *cs, __u64 start, __u64 now, __u64 steal_now)
+__noinline __u64 steal_during(__u64 start, __u64 now, __u64 steal_now)
 {
+	struct cpu_state *cs = this_cpu();
 	__u64 lo_t = 0, lo_s = 0, hi_t = now, hi_s = steal_now, at_start, steal;
 	__u32 i;
 
@@ -194,7 +195,7 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_sta
 		return;
 	e->wait_ns = wait;
 	/* Only for a record that goes out (the rate limit may drop it). */
-	e->steal_us = steal_during(cs, now - wait, now, steal_now) / 1000;
+	e->steal_us = steal_during(now - wait, now, steal_now) / 1000;
 	task_ref_set(btf, &e->waiter, waiter, waiter_cgroup);
 	e->ran = *holder;
 	e->ran_syscall = ran_syscall;
@@ -216,11 +217,11 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 				     __u64 next_cgroup, struct task_struct *prev, __u32 prev_tid,
 				     struct task_state *ps, const struct carried_wait *cw)
 {
-	__u32 next_tid = FIELD(btf, next, pid);
+	__u32 next_tid = FIELD(btf, next, pid), cpu = bpf_get_smp_processor_id();
 	/* The open slice is the waiter's own, just begun: it counts nothing. */
-	__u64 found = wait_holder(cs, here_since, now, next_tid);
+	__u64 found = wait_holder(cpu, here_since, now, next_tid);
 	__u64 held = holder_held_ns(found);
-	int i = held ? slice_of(cs, holder_tid(found)) : -1;
+	int i = held ? slice_of(cpu, holder_tid(found)) : -1;
 	struct task_ref holder = {};
 	__s32 held_syscall = -1;
 	__u64 held_since = 0;
@@ -230,7 +231,7 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	cs->wait_throttle.covered_ns = 0;
 	/* Only fair-class tasks are throttled by a CFS quota. */
 	if (cs->next_throttle && FIELD(btf, next, prio) >= MAX_RT_PRIO)
-		wait_throttle_judge(cs, task_leaf(next), task_group_entity(next), now - wait, now);
+		wait_throttle_judge(task_leaf(next), task_group_entity(next), now - wait, now);
 
 	if (i >= 0 && i < SLICES) {
 		slice_holder(cs, i, &holder, &kthread);
@@ -418,9 +419,9 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		/* Before the wait below: a waiter of a group unthrottled just
 		 * now finds its span closed. */
 		if (cs->throttles_open)
-			throttle_spans_close(cs, now);
+			throttle_spans_close(now);
 		if (prev_tid && in_throttled_hierarchy(btf, prev_cfs_rq))
-			throttle_span_open(cs, task_leaf(prev), task_group_entity(prev), now);
+			throttle_span_open(task_leaf(prev), task_group_entity(prev), now);
 	}
 
 	if (next_tid)

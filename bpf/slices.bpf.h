@@ -21,11 +21,13 @@
 /* slice_slot's flag: the slot holds the task's entry, to extend. */
 #define SLOT_EXTEND 0x100
 
-/* Where thread `tid`'s slice beginning at `start` goes: its own entry if
- * that ended at most SLICE_MERGE_GAP_NS before (with SLOT_EXTEND), else
- * the entry that ended longest ago. (A global function: checked once.) */
-__noinline __u32 slice_slot(struct cpu_state *cs, __u32 tid, __u64 start)
+/* Where thread `tid`'s slice on this CPU beginning at `start` goes: its
+ * own entry if that ended at most SLICE_MERGE_GAP_NS before (with
+ * SLOT_EXTEND), else the entry that ended longest ago. (A global
+ * function: checked once.) */
+__noinline __u32 slice_slot(__u32 tid, __u64 start)
 {
+	struct cpu_state *cs = this_cpu();
 	__u64 oldest = ~0ULL;
 	__u32 i, slot = 0;
 
@@ -55,7 +57,7 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 
 	if (end - start < SLICE_MIN_NS)
 		return;
-	slot = slice_slot(cs, prev_tid, start);
+	slot = slice_slot(prev_tid, start);
 	sl = &cs->slices[slot & (SLICES - 1)];
 	if (slot & SLOT_EXTEND) {
 		sl->last_start = start;
@@ -117,13 +119,18 @@ static __always_inline __u64 slice_held(struct cpu_state *cs, __u32 i, __u64 sta
 	return less_softirq(held, sl->held_ns, sl->softirq_ns);
 }
 
-/* How long thread `tid` held the CPU during [start, end]: its entries
- * and, if it runs now, its open slice. */
-static __always_inline __u64 held_by(struct cpu_state *cs, __u32 tid, __u64 start, __u64 end)
+/* How long thread `tid` held CPU `cpu` during [start, end]: its entries
+ * and, if it runs now, its open slice. (A global function: wait_holder
+ * calls it once per entry, and the verifier checks its loop once, not
+ * once per entry.) */
+__noinline __u64 held_by(__u32 cpu, __u32 tid, __u64 start, __u64 end)
 {
+	struct cpu_state *cs = cpu_state_of(cpu);
 	__u64 held = 0;
 	__u32 j;
 
+	if (!cs)
+		return 0;
 	for (j = 0; j < SLICES; j++)
 		if (cs->slices[j].tid == tid)
 			held += slice_held(cs, j, start, end);
@@ -147,13 +154,15 @@ static __always_inline __u32 holder_tid(__u64 found)
 	return (__u32)found;
 }
 
-/* The task that held the CPU longest during [start, end], the running
+/* The task that held CPU `cpu` longest during [start, end], the running
  * task's open slice included, never the waiter (the run queue's clock and
  * ktime differ by about a microsecond). Returns (held in us <<
  * HOLDER_TID_BITS) | its thread id (0: idle); 0 if none held it a
- * microsecond. (A global function: the verifier checks its loops once.) */
-__noinline __u64 wait_holder(struct cpu_state *cs, __u64 start, __u64 end, __u32 waiter_tid)
+ * microsecond, or the CPU's state cannot be read (cpu_state_of). (A
+ * global function: the verifier checks its loops once.) */
+__noinline __u64 wait_holder(__u32 cpu, __u64 start, __u64 end, __u32 waiter_tid)
 {
+	struct cpu_state *cs = cpu_state_of(cpu);
 	__u64 best_held = 0, held;
 	__u32 best_tid = 0, current, i;
 
@@ -161,7 +170,7 @@ __noinline __u64 wait_holder(struct cpu_state *cs, __u64 start, __u64 end, __u32
 		return 0;
 	current = cs->current_tid;
 	if (current != waiter_tid) {
-		best_held = held_by(cs, current, start, end);
+		best_held = held_by(cpu, current, start, end);
 		best_tid = current;
 	}
 	for (i = 0; i < SLICES; i++) {
@@ -170,7 +179,7 @@ __noinline __u64 wait_holder(struct cpu_state *cs, __u64 start, __u64 end, __u32
 		/* (The running task's entries were weighed with its open slice.) */
 		if (tid == waiter_tid || tid == current || !slice_held(cs, i, start, end))
 			continue;
-		held = held_by(cs, tid, start, end);
+		held = held_by(cpu, tid, start, end);
 		if (held > best_held) {
 			best_held = held;
 			best_tid = tid;
@@ -180,10 +189,11 @@ __noinline __u64 wait_holder(struct cpu_state *cs, __u64 start, __u64 end, __u32
 	return best_held ? best_held << HOLDER_TID_BITS | best_tid : 0;
 }
 
-/* The index of thread `tid`'s latest entry; HOLDER_OPEN when it has none
- * but runs now; -1 otherwise. (Global: checked once.) */
-__noinline int slice_of(struct cpu_state *cs, __u32 tid)
+/* The index of thread `tid`'s latest entry on CPU `cpu`; HOLDER_OPEN
+ * when it has none but runs now; -1 otherwise. (Global: checked once.) */
+__noinline int slice_of(__u32 cpu, __u32 tid)
 {
+	struct cpu_state *cs = cpu_state_of(cpu);
 	__u64 latest = 0;
 	int found = -1;
 	__u32 i;

@@ -78,8 +78,9 @@ static __always_inline __u64 task_group_entity(struct task_struct *t)
  * throttled cfs_rq among the ancestors, unless one is open for it already.
  * (A global function: the verifier checks it once; such a function must
  * return a scalar, here always 0.) */
-__noinline int throttle_span_open(struct cpu_state *cs, __u64 leaf, __u64 group_se, __u64 now)
+__noinline int throttle_span_open(__u64 leaf, __u64 group_se, __u64 now)
 {
+	struct cpu_state *cs = this_cpu();
 	struct sched_entity *e = (void *)group_se;
 	struct cfs_rq *cfs_rq = (void *)leaf;
 	struct throttle_span *span;
@@ -113,10 +114,11 @@ __noinline int throttle_span_open(struct cpu_state *cs, __u64 leaf, __u64 group_
 	return 0;
 }
 
-/* Open spans whose cfs_rq is throttled no more end now; stale ones end
- * where they began. */
-__noinline int throttle_spans_close(struct cpu_state *cs, __u64 now)
+/* This CPU's open spans whose cfs_rq is throttled no more end now; stale
+ * ones end where they began. */
+__noinline int throttle_spans_close(__u64 now)
 {
+	struct cpu_state *cs = this_cpu();
 	__u32 i;
 
 	if (!cs)
@@ -140,11 +142,11 @@ __noinline int throttle_spans_close(struct cpu_state *cs, __u64 now)
 
 /* Whether a throttle of a waiting task's cgroup or an ancestor (its cfs_rq
  * at `leaf`, its group's entity at `group_se`) covered at least half of
- * its wait [start, now] on this CPU: if so, sets cs->wait_throttle (zero
- * on entry) from the span of those cfs_rqs that covers the most. */
-__noinline int wait_throttle_judge(struct cpu_state *cs, __u64 leaf, __u64 group_se, __u64 start,
-				   __u64 now)
+ * its wait [start, now] on this CPU: if so, sets this CPU's wait_throttle
+ * (zero on entry) from the span of those cfs_rqs that covers the most. */
+__noinline int wait_throttle_judge(__u64 leaf, __u64 group_se, __u64 start, __u64 now)
 {
+	struct cpu_state *cs = this_cpu();
 	__u64 hierarchy[THROTTLE_DEPTH] = {};
 	struct sched_entity *e = (void *)group_se;
 	__u64 best_covered = 0, best_cgroup = 0;

@@ -5,6 +5,7 @@
 
 mod fallback;
 mod fd_reuse;
+mod floor;
 mod handlers;
 mod hardirq;
 mod holders;
