@@ -344,11 +344,20 @@ fn configure(
         maps.sampled_files.set_max_entries(1)?;
     }
     if !config.features.hash_alloc_in_hooks {
-        // sched_switch inserts into these under the run-queue lock: before
-        // the BPF memory allocator that insert must not allocate.
-        for map in [&mut maps.runq_by_cgroup, &mut maps.preemptors] {
+        // sched_switch inserts into these under the run-queue lock (and the
+        // sampler and sys_exit into `syscalls`): before the BPF memory
+        // allocator an insert must not allocate. There the verifier also
+        // refuses a hash map that allocates to perf_event programs (and on
+        // PREEMPT_RT to every tracing program) and warns of one in a raw_tp
+        // program with WARN_ONCE, which panics a host with panic_on_warn.
+        for map in [
+            &mut maps.runq_by_cgroup,
+            &mut maps.preemptors,
+            &mut maps.syscalls,
+        ] {
             let per_entry = (map.value_size() as usize).max(1) * cpus;
-            let entries = (PREALLOC_BUDGET_BYTES / per_entry).clamp(64, map.max_entries() as usize);
+            let most = map.max_entries() as usize;
+            let entries = (PREALLOC_BUDGET_BYTES / per_entry).clamp(64.min(most), most);
             map.set_map_flags(map.map_flags() & !libbpf_sys::BPF_F_NO_PREALLOC)?;
             map.set_max_entries(entries as u32)?;
         }

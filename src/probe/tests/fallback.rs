@@ -34,26 +34,55 @@ fn tp_btf_maps_filled_in_sched_switch_are_preallocated_where_the_kernel_needs_it
         let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let mut storage = ObjectStorage::default();
         let loaded = loader::load(&config, &mut storage).expect("probes load");
-        let maps = &loaded.maps().maps;
-        for map in [&maps.runq_by_cgroup, &maps.preemptors] {
-            let info = MapInfo::new(map.as_fd()).expect("map info");
-            assert_eq!(
-                info.info.map_flags & libbpf_sys::BPF_F_NO_PREALLOC,
-                0,
-                "{:?} allocates on insert",
-                map.name()
-            );
-        }
+        no_hash_map_allocates(&loaded);
         // Per-task state lives in the preallocated hash, not task storage.
+        let maps = &loaded.maps().maps;
         let task_store = MapInfo::new(maps.task_store.as_fd()).expect("map info");
         assert_eq!(task_store.map_type(), MapType::Array);
-        assert_eq!(
-            MapInfo::new(maps.tasks.as_fd()).unwrap().info.map_flags
-                & libbpf_sys::BPF_F_NO_PREALLOC,
-            0
-        );
     }
     fight_for_one_cpu(config);
+}
+
+/// Before 6.1 the verifier refuses a hash map that allocates to perf_event programs (the
+/// sampler) and warns of one in raw_tp programs with WARN_ONCE (a panic with panic_on_warn):
+/// no family may load one there, in either syscall mode that fills `syscalls`.
+#[test]
+fn raw_tp_families_load_no_hash_map_that_allocates_where_the_kernel_needs_it() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for syscalls in [SyscallMode::Exact, SyscallMode::Sampled] {
+        let config = no_allocation_in_hooks(ProbeConfig {
+            syscalls,
+            ..config(AttachMode::RawTp)
+        });
+        let mut storage = ObjectStorage::default();
+        let loaded = loader::load(&config, &mut storage).expect("probes load");
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        no_hash_map_allocates(&loaded);
+    }
+}
+
+/// Every hash map the probes share is preallocated (and the check sees them all).
+fn no_hash_map_allocates(loaded: &loader::Loaded<'_>) {
+    let mut hashes = Vec::new();
+    for map in loaded.maps().object().maps() {
+        let info = MapInfo::new(map.as_fd()).expect("map info");
+        if !matches!(info.map_type(), MapType::Hash | MapType::PercpuHash) {
+            continue;
+        }
+        let name = map.name().to_string_lossy().into_owned();
+        assert_eq!(
+            info.info.map_flags & libbpf_sys::BPF_F_NO_PREALLOC,
+            0,
+            "{name} allocates on insert"
+        );
+        hashes.push(name);
+    }
+    hashes.sort();
+    assert_eq!(
+        hashes,
+        ["preemptors", "runq_by_cgroup", "syscalls", "tasks"],
+        "every hash map is checked"
+    );
 }
 
 /// Without CONFIG_FAIR_GROUP_SCHED there is no run queue to read the
