@@ -11,6 +11,7 @@ mod maps;
 mod preflight;
 mod refusal;
 mod sampler;
+mod sched_info;
 mod session;
 #[cfg(test)]
 mod tests;

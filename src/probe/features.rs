@@ -5,6 +5,8 @@
 
 use libbpf_rs::btf::{types, Btf, ReferencesType};
 
+use super::sched_info;
+
 /// A kernel release as `uname -r` starts: major.minor.patch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct KernelRelease(pub u32, pub u32, pub u32);
@@ -37,8 +39,10 @@ const LOCAL_STORAGE_MEM_ALLOC: KernelRelease = KernelRelease(6, 4, 0);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelFeatures {
     pub release: KernelRelease,
-    /// CONFIG_SCHED_INFO: run-queue waits from the scheduler's own
-    /// accounting (it also backs /proc/<pid>/schedstat).
+    /// The scheduler keeps sched_info, run-queue waits by its own
+    /// accounting (CONFIG_SCHED_INFO, which also backs /proc/<pid>/schedstat;
+    /// before 5.14 only with schedstats or delay accounting on): seen to
+    /// grow for threads of ours made to wait, not taken from the file.
     pub sched_info: bool,
     /// CONFIG_FAIR_GROUP_SCHED: a task's run queue is reachable through
     /// `se.cfs_rq`, which the sched_info path reads the clock from.
@@ -71,6 +75,14 @@ impl KernelFeatures {
     /// The running kernel's. A kernel whose release cannot be read is
     /// treated as the oldest: nothing allocates in hooks.
     pub fn detect() -> KernelFeatures {
+        KernelFeatures::detect_with_run_delay(&sched_info::thread_run_delay)
+    }
+
+    /// `detect`, with the waits of the sched_info check read by
+    /// `read_run_delay` (see `sched_info::kept`).
+    pub fn detect_with_run_delay(
+        read_run_delay: &(dyn Fn() -> Option<u64> + Sync),
+    ) -> KernelFeatures {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .ok()
             .and_then(|r| KernelRelease::parse(r.trim()))
@@ -81,7 +93,7 @@ impl KernelFeatures {
         let btf = Btf::from_vmlinux().ok();
         KernelFeatures {
             release,
-            sched_info: std::path::Path::new("/proc/self/schedstat").exists(),
+            sched_info: sched_info::kept(read_run_delay),
             rq_from_task: btf
                 .as_ref()
                 .is_some_and(|btf| struct_has_member(btf, "sched_entity", "cfs_rq")),
@@ -97,7 +109,22 @@ impl KernelFeatures {
     /// Whether run-queue waits must be timed from wakeup hooks: without
     /// sched_info, or without the run queue it is read against.
     pub fn runq_from_wakeup(&self) -> bool {
-        !self.sched_info || !self.rq_from_task
+        self.runq_from_wakeup_because().is_some()
+    }
+
+    /// Why run-queue waits must be timed from wakeup hooks, if they must.
+    pub fn runq_from_wakeup_because(&self) -> Option<&'static str> {
+        if !self.sched_info {
+            Some(
+                "the kernel keeps no sched_info (no CONFIG_SCHED_INFO; before 5.14, none without \
+                 CONFIG_SCHEDSTATS or delay accounting): waits of threads made to wait did not \
+                 grow",
+            )
+        } else if !self.rq_from_task {
+            Some("the kernel lacks CONFIG_FAIR_GROUP_SCHED")
+        } else {
+            None
+        }
     }
 }
 

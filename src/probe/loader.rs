@@ -177,11 +177,10 @@ fn load_attach<'obj>(
         warnings: Vec::new(),
         syscalls: SyscallMode::Off,
     };
-    if config.features.runq_from_wakeup() {
-        loaded.warnings.push(
-            "the kernel lacks CONFIG_SCHED_INFO or CONFIG_FAIR_GROUP_SCHED: run-queue waits are timed from wakeups (costs more per switch)"
-                .into(),
-        );
+    if let Some(why) = config.features.runq_from_wakeup_because() {
+        loaded.warnings.push(format!(
+            "{why}: run-queue waits are timed from wakeups (costs more per switch)"
+        ));
     }
     let mut slots = slots.iter_mut();
     for family in families(config) {

@@ -56,15 +56,13 @@ pub(super) fn config(attach: AttachMode) -> ProbeConfig {
     }
 }
 
-/// `config` on a kernel without sched_info: waits timed from wakeups.
+/// `config` on a kernel that keeps no sched_info, as the detection itself finds it: waits
+/// that read 0 and never grow (/proc/<pid>/schedstat's `0 0 0` before 5.14 without schedstats
+/// or delay accounting). Waits are then timed from wakeups.
 pub(super) fn without_sched_info(config: ProbeConfig) -> ProbeConfig {
-    ProbeConfig {
-        features: KernelFeatures {
-            sched_info: false,
-            ..config.features
-        },
-        ..config
-    }
+    let features = KernelFeatures::detect_with_run_delay(&|| Some(0));
+    assert!(features.runq_from_wakeup(), "{features:?}");
+    ProbeConfig { features, ..config }
 }
 
 /// The cgroup id the probes attribute this process to.
