@@ -236,7 +236,10 @@ fn run_checked(
                 None => Err("the migration scenario measured no rounds".into()),
             },
             Name::Ksoftirqd => match &outcome.injected.ksoftirqd {
-                Some(truth) => checks::ksoftirqd::check(report, truth, outcome.cpu as u32),
+                Some(truth) => {
+                    eprintln!("{name}: {}", checks::ksoftirqd::summary(report, truth));
+                    checks::ksoftirqd::check(report, truth, outcome.cpu as u32)
+                }
                 None => Err("the ksoftirqd scenario measured no bursts".into()),
             },
         };

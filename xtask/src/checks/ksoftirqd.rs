@@ -40,6 +40,38 @@ pub fn judged_bursts(truth: &Truth) -> impl Iterator<Item = &Burst> {
         .filter(|b| !matches!(b.ksoftirqd, Switch::WatcherLate { .. }))
 }
 
+/// The time the hog lost to interruptions inside its bursts (vCPU stalls excluded).
+fn interrupted_ns(truth: &Truth) -> u64 {
+    truth.bursts.iter().map(|b| b.interrupted_ns).sum()
+}
+
+/// stalltop's row of NET_RX time stolen from the hog.
+fn hog_net_rx<'r>(report: &'r Report, truth: &Truth) -> Option<&'r StolenRow> {
+    report.softirq_stolen.iter().find(|row| {
+        row.vector == "NET_RX"
+            && row.comm == truth.hog_comm
+            && (row.pid == truth.hog_tid || row.pid == truth.hog_pid)
+    })
+}
+
+/// One line for the run's log, passed or not: NET_RX charged to the hog against the time it
+/// lost, and how far off.
+pub fn summary(report: &Report, truth: &Truth) -> String {
+    let lost = interrupted_ns(truth);
+    match hog_net_rx(report, truth) {
+        None => format!(
+            "NET_RX charged to the hog: none; it lost {:.1} ms",
+            lost as f64 / 1e6
+        ),
+        Some(row) => format!(
+            "NET_RX charged to the hog {:.1} ms; it lost {:.1} ms ({:+.1}%)",
+            row.ns as f64 / 1e6,
+            lost as f64 / 1e6,
+            (row.ns as f64 - lost as f64) * 100.0 / lost.max(1) as f64
+        ),
+    }
+}
+
 /// ksoftirqd: per burst a takeover on the CPU that ends with the burst and names the hog; NET_RX
 /// on the CPU run partly in ksoftirqd; NET_RX time stolen from the hog; a stall naming the hog.
 pub fn check(report: &Report, truth: &Truth, cpu: u32) -> Result<(), String> {
@@ -158,13 +190,9 @@ pub fn check(report: &Report, truth: &Truth, cpu: u32) -> Result<(), String> {
         }
     }
     // NET_RX time stolen from the hog.
-    let interrupted: u64 = truth.bursts.iter().map(|b| b.interrupted_ns).sum();
+    let interrupted = interrupted_ns(truth);
     let stalled: u64 = truth.bursts.iter().map(|b| b.vcpu_stall_ns).sum();
-    match report.softirq_stolen.iter().find(|row| {
-        row.vector == "NET_RX"
-            && row.comm == truth.hog_comm
-            && (row.pid == truth.hog_tid || row.pid == truth.hog_pid)
-    }) {
+    match hog_net_rx(report, truth) {
         None => {
             let net_rx: Vec<&StolenRow> = report
                 .softirq_stolen
