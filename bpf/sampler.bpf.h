@@ -79,7 +79,7 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	cs->last_tick_steal = steal;
 	pid_tgid = bpf_get_current_pid_tgid();
 	tid = (__u32)pid_tgid;
-	softirq_tick(btf, cs, pid_tgid, now);
+	softirq_tick(btf, cs, tid, now);
 	call = tid ? current_call(btf, cs, tid) : NULL;
 	if (syscalls_sampled)
 		/* Kernel addresses are the upper half on 64-bit machines. */

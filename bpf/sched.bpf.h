@@ -12,6 +12,7 @@
 #include "common.bpf.h"
 #include "migration.bpf.h"
 #include "slices.bpf.h"
+#include "softirq_stolen.bpf.h"
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
 #include "throttle.bpf.h"
@@ -410,6 +411,7 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		/* Idle slices too: a wait spent beside an idle CPU is held by
 		 * nobody (tid 0), not by whoever ran before or after. */
 		slice_remember(btf, cs, prev, prev_tid, cs->current_since, now, steal_now);
+		softirq_stolen_settle(btf, cs, prev, prev_tid);
 		if (!prev_tid)
 			cs->last_tick = now; /* idle has no sampler ticks: not a gap */
 		cs->current_since = now;

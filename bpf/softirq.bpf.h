@@ -2,24 +2,25 @@
 /*
  * Softirq delay (first raise of a vector not yet pending -> entry) and run
  * time, per CPU and vector; who ran it (ksoftirqd/N or the task it
- * interrupted); softirq time stolen from ordinary tasks. Hooked: the delay
- * starts at the raise and run time is timed from entry to exit. Sampled
- * (softirq_sampled): no program on raise or exit, the two of three that a
- * network server runs hundreds of thousands of times a second; a sampler
- * tick that finds a vector pending starts its delay, and one that finds a
- * softirq running counts a period of its run time.
+ * interrupted); softirq time stolen from ordinary tasks. Run time is timed
+ * from entry to exit in every mode: a clock read at each, per-CPU sums at
+ * exit, and the stolen time settled per thread at its switch-out
+ * (softirq_stolen.bpf.h). The delay starts at the raise (a program on
+ * softirq_raise) or, where the sampler runs (softirq_delay_ticks), at the
+ * first sampler tick that finds the vector pending: no program on raise,
+ * which a network server runs hundreds of thousands of times a second.
  */
 #ifndef STALLTOP_SOFTIRQ_BPF_H
 #define STALLTOP_SOFTIRQ_BPF_H
 
 #include "common.bpf.h"
+#include "softirq_stolen.bpf.h"
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
 
-/* Set by user space when softirq delays start, and run time is counted,
- * at the sampler's ticks (softirq_tick) rather than in programs on
- * softirq_raise and softirq_exit. */
-const volatile __u8 softirq_sampled = 0;
+/* Set by user space in the sampler's instance when its ticks start
+ * softirq delays (softirq_pending_tick) and no program runs on raise. */
+const volatile __u8 softirq_delay_ticks = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -27,16 +28,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct softirq_stats);
 } softirq_by_vector SEC(".maps");
-
-/* LRU: its keys (thread ids) churn, and threads that are gone give way to
- * new ones; preallocated, as a per-CPU allocation inside the softirq would
- * cost microseconds. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct stolen_key);
-	__type(value, struct stolen_stats);
-} softirq_stolen SEC(".maps");
 
 static __always_inline void on_softirq_raise(unsigned int vec)
 {
@@ -72,38 +63,21 @@ static __always_inline void softirq_event_emit(bool btf, __u64 now, __u64 delay,
 	record_submit(e);
 }
 
-static __always_inline void on_softirq_entry(bool btf, unsigned int vec)
+/* The end of a delay that began at `raised`: into the vector's histogram,
+ * and a record when it makes a stall. Off the common path: most runs had
+ * no delay started (raised and run between two ticks, or before we
+ * attached). */
+static __always_inline void softirq_delay_end(bool btf, struct cpu_state *cs, __u32 vec,
+					      __u64 raised, __u64 now)
 {
-	struct cpu_state *cs = this_cpu();
-	struct softirq_stats *s;
-	__u64 now, raised, delay;
-	__u32 key = vec, slot;
-	bool in_ksoftirqd;
+	struct softirq_stats *s = bpf_map_lookup_elem(&softirq_by_vector, &vec);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 delay = now > raised ? now - raised : 0;
+	__u32 slot;
 
-	if (!cs || vec >= NR_SOFTIRQ_VECTORS)
-		return;
-	barrier_var(vec); /* index with the register that was bounds-checked */
-	cs->softirq_vec = vec;
-	s = bpf_map_lookup_elem(&softirq_by_vector, &key);
 	if (!s)
 		return;
 	/* Per-CPU values: no other CPU writes here, no atomics needed. */
-	s->count++;
-	in_ksoftirqd = (__u32)bpf_get_current_pid_tgid() == cs->ksoftirqd_tid;
-	if (in_ksoftirqd)
-		s->runs_in_ksoftirqd++;
-	raised = cs->softirq_raised[vec];
-	/* Sampled: most runs were raised and entered between two ticks; they
-	 * take no clock read here. */
-	if (softirq_sampled && !raised)
-		return;
-	now = bpf_ktime_get_ns();
-	if (!softirq_sampled)
-		cs->softirq_entered[vec] = now;
-	if (!raised)
-		return; /* raised before we attached */
-	cs->softirq_raised[vec] = 0;
-	delay = now > raised ? now - raised : 0;
 	s->delay_total_ns += delay;
 	if (delay > s->delay_max_ns)
 		s->delay_max_ns = delay;
@@ -111,90 +85,68 @@ static __always_inline void on_softirq_entry(bool btf, unsigned int vec)
 	if (slot < HIST_SLOTS)
 		s->delay_slots[slot]++;
 	if (delay >= stall_threshold_ns)
-		softirq_event_emit(btf, now, delay, vec, in_ksoftirqd);
+		softirq_event_emit(btf, now, delay, vec, tid && tid == cs->ksoftirqd_tid);
 }
 
-static __always_inline void softirq_stolen_add(__u64 pid_tgid, __u32 vec, __u64 ran)
+/* Entry: stamps the start (the exit times the run) and ends the vector's
+ * delay if one was started. */
+static __always_inline void on_softirq_entry(bool btf, unsigned int vec)
 {
-	struct stolen_key key = {.tid = (__u32)pid_tgid, .vector = vec};
-	struct stolen_stats *st = bpf_map_lookup_elem(&softirq_stolen, &key);
+	struct cpu_state *cs = this_cpu();
+	__u64 now, raised;
 
-	if (st) {
-		st->ns += ran;
-		st->count++;
+	if (!cs || vec >= NR_SOFTIRQ_VECTORS)
 		return;
-	}
-	{
-		struct stolen_stats fresh = {.ns = ran, .count = 1, .pid = pid_tgid >> 32};
-
-		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
-		if (bpf_map_update_elem(&softirq_stolen, &key, &fresh, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&softirq_stolen, &key))
-			count(COUNTER_STOLEN_FULL);
-	}
+	barrier_var(vec); /* index with the register that was bounds-checked */
+	now = bpf_ktime_get_ns();
+	cs->softirq_entered[vec] = now;
+	raised = cs->softirq_raised[vec];
+	if (!raised)
+		return;
+	cs->softirq_raised[vec] = 0;
+	softirq_delay_end(btf, cs, vec, raised, now);
 }
 
+/* Exit: the run's time goes to the CPU's softirq time, the vector's sums,
+ * and ksoftirqd's share or the running thread's stolen sums (settled at
+ * its switch-out). One clock read, no hash update. */
 static __always_inline void on_softirq_exit(unsigned int vec)
 {
 	struct cpu_state *cs = this_cpu();
 	struct softirq_stats *s;
-	__u64 now, entered, ran;
-	__u64 pid_tgid;
-	__u32 key = vec;
+	__u64 entered, ran;
+	__u32 key = vec, tid;
 
 	if (!cs || vec >= NR_SOFTIRQ_VECTORS)
 		return;
 	barrier_var(vec); /* index with the register that was bounds-checked */
 	entered = cs->softirq_entered[vec];
 	if (!entered)
-		return;
+		return; /* entered before we attached */
 	cs->softirq_entered[vec] = 0;
-	now = bpf_ktime_get_ns();
-	ran = now - entered;
+	ran = bpf_ktime_get_ns() - entered;
 	cs->softirq_ns += ran;
 	s = bpf_map_lookup_elem(&softirq_by_vector, &key);
 	if (!s)
 		return;
+	s->count++;
 	s->run_total_ns += ran;
 	if (ran > s->run_max_ns)
 		s->run_max_ns = ran;
-	pid_tgid = bpf_get_current_pid_tgid();
-	if ((__u32)pid_tgid == cs->ksoftirqd_tid)
+	tid = (__u32)bpf_get_current_pid_tgid();
+	if (tid && tid == cs->ksoftirqd_tid) {
+		s->runs_in_ksoftirqd++;
 		s->run_in_ksoftirqd_ns += ran;
-	else if ((__u32)pid_tgid)
-		softirq_stolen_add(pid_tgid, vec, ran);
+	} else if (tid) {
+		cs->stolen_ns[vec] += ran;
+		cs->stolen_runs[vec]++;
+		cs->stolen_vectors |= 1U << vec;
+	}
 }
 
-/* Set in the preempt count while a softirq is served (the next bit up
- * counts bottom-half disabling). */
-#define SOFTIRQ_OFFSET (1U << 8)
-
-/* x86: how far this CPU's preempt count (per-CPU data) lies from its run
- * queue (another), from the kernel's BTF; user space sets softirq_sampled
- * only where it knows it. */
-const volatile __s64 preempt_count_from_rq = 0;
 /* How far this CPU's mask of pending softirqs lies from its run queue;
- * known wherever softirq_sampled is set. */
+ * known wherever softirq_delay_ticks is set. */
 const volatile __s64 softirq_pending_from_rq = 0;
-
-/* Whether this CPU serves a softirq under the running task, seen from a
- * sampler tick (its hardirq adds to the count; the softirq bits are those
- * of what it interrupted). */
-static __always_inline bool serving_softirq(bool btf, __u64 rq)
-{
-#if defined(__TARGET_ARCH_arm64)
-	struct task_struct *t = current_task(btf);
-
-	return FIELD(btf, t, thread_info.preempt_count) & SOFTIRQ_OFFSET;
-#else
-	int count = 0;
-
-	if (!rq ||
-	    bpf_probe_read_kernel(&count, sizeof(count), (void *)(rq + preempt_count_from_rq)))
-		return false;
-	return count & SOFTIRQ_OFFSET;
-#endif
-}
 
 /* Starts the delay of every vector this tick finds pending and not yet
  * started, at the tick: a delay measured so is short of the true one by
@@ -215,34 +167,15 @@ static __always_inline void softirq_pending_tick(struct cpu_state *cs, __u64 rq,
 			cs->softirq_raised[vec] = now;
 }
 
-/* A sampler tick on this CPU (softirq_sampled) that interrupted thread
- * `pid_tgid`: starts the delays of the vectors pending; if a softirq runs,
- * the period goes to the vector last entered and to the CPU's softirq
- * time, and is stolen from the thread (unless it is ksoftirqd). Counted in
- * periods: right on average over many ticks. */
-static __always_inline void softirq_tick(bool btf, struct cpu_state *cs, __u64 pid_tgid, __u64 now)
+/* A sampler tick on this CPU that interrupted thread `tid`: starts the
+ * delays of the vectors pending (softirq_delay_ticks), and settles the
+ * softirq time stolen from the thread so far, so that a thread that keeps
+ * its CPU is not charged only when it leaves it. */
+static __always_inline void softirq_tick(bool btf, struct cpu_state *cs, __u32 tid, __u64 now)
 {
-	__u32 key = cs->softirq_vec;
-	struct softirq_stats *s;
-	bool in_ksoftirqd;
-	__u64 rq;
-
-	if (!softirq_sampled)
-		return;
-	rq = current_rq(btf);
-	softirq_pending_tick(cs, rq, now);
-	if (!serving_softirq(btf, rq))
-		return;
-	in_ksoftirqd = (__u32)pid_tgid && (__u32)pid_tgid == cs->ksoftirqd_tid;
-	s = bpf_map_lookup_elem(&softirq_by_vector, &key);
-	if (!s)
-		return;
-	s->run_total_ns += sample_period_ns;
-	cs->softirq_ns += sample_period_ns;
-	if (in_ksoftirqd)
-		s->run_in_ksoftirqd_ns += sample_period_ns;
-	else if ((__u32)pid_tgid)
-		softirq_stolen_add(pid_tgid, key, sample_period_ns);
+	if (softirq_delay_ticks)
+		softirq_pending_tick(cs, current_rq(btf), now);
+	softirq_stolen_settle(btf, cs, current_task(btf), tid);
 }
 
 #endif /* STALLTOP_SOFTIRQ_BPF_H */

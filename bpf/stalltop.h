@@ -420,6 +420,12 @@ struct probe_cost {
 struct cpu_state {
 	__u64 softirq_raised[NR_SOFTIRQ_VECTORS]; /* first raise while not pending */
 	__u64 softirq_entered[NR_SOFTIRQ_VECTORS];
+	/* Softirq time that ran inside the running thread since it was last
+	 * settled into map `softirq_stolen` (at its switch-out or a sampler
+	 * tick), per vector, and how many runs; `stolen_vectors` has a bit
+	 * set for each vector with some. */
+	__u64 stolen_ns[NR_SOFTIRQ_VECTORS];
+	__u32 stolen_runs[NR_SOFTIRQ_VECTORS];
 	__u64 softirq_ns;      /* all softirq run time on this CPU so far */
 	__u64 last_tick;       /* previous sampler tick, or the end of idle */
 	__u64 last_tick_steal; /* the host's steal clock at the previous tick */
@@ -428,7 +434,7 @@ struct cpu_state {
 	__u64 current_steal;   /* the steal clock at current_since */
 	struct call call;      /* the running task's syscall, if it entered it here */
 	__u32 ksoftirqd_tid;
-	__u32 softirq_vec; /* the vector last entered: the one that runs, while one runs */
+	__u32 stolen_vectors;
 	/* Record rate limit, per kind: tokens left and when last refilled. */
 	__u32 tokens[KIND_MAX];
 	__u32 current_tid; /* the running task, switched in at current_since */

@@ -172,10 +172,11 @@ pub struct ProbeArgs {
     /// to about a sampler period) at no cost per syscall. `exact` hooks
     /// every syscall's entry and exit (per-call latency distributions,
     /// every slow call; about 0.15 µs per syscall). `off` watches none
-    /// (culprits lose their syscall and file; no syscall table). In
-    /// `sampled` and `off` the sampler's ticks also start softirq delays
-    /// and count softirq time (no program on each raise and exit); `exact`
-    /// times every softirq from its raise to its exit.
+    /// (culprits lose their syscall and file; no syscall table). Softirq
+    /// run time is timed from entry to exit in every mode; in `sampled`
+    /// and `off` the sampler's ticks start softirq delays (no program on
+    /// each raise), `exact` times every delay from its raise (as do the
+    /// cheap modes where the sampler cannot run).
     #[arg(long, value_name = "MODE", value_enum, default_value_t = SyscallMode::Sampled, global = true)]
     pub syscalls: SyscallMode,
 

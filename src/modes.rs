@@ -65,8 +65,11 @@ impl SyscallMode {
 pub enum SoftirqTime {
     /// Timed from each softirq's entry to its exit.
     Exact,
-    /// Counted by the sampler's ticks.
+    /// Counted by the sampler's ticks (recordings of versions that did so in the cheap modes;
+    /// it read low, see docs/design-notes.md).
     Sampled,
+    /// Not measured: the softirq probes did not load.
+    Off,
 }
 
 impl SoftirqTime {
@@ -74,8 +77,22 @@ impl SoftirqTime {
         match self {
             SoftirqTime::Exact => "exact",
             SoftirqTime::Sampled => "sampled",
+            SoftirqTime::Off => "off",
         }
     }
+}
+
+/// Where a softirq's delay (raise to run) was timed from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SoftirqDelay {
+    /// From the raise (a program on every raise).
+    Exact,
+    /// From the first sampler tick that found the vector pending: short of the true delay by
+    /// under a period, and only the delays a tick saw are in the histogram.
+    Sampled,
+    /// Not timed: the softirq probes did not load.
+    Off,
 }
 
 /// Which cgroup hierarchy the cgroup ids of a run refer to.

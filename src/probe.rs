@@ -8,6 +8,7 @@ mod features;
 mod libbpf_log;
 mod loader;
 mod maps;
+mod prealloc;
 mod preflight;
 mod refusal;
 mod sampler;

@@ -83,6 +83,7 @@ mod tests {
                 cgroup_hierarchy: CgroupHierarchy::Unified,
                 syscalls: SyscallMode::Exact,
                 softirq_time: SoftirqTime::Exact,
+                softirq_delay_timing: None,
             },
             warnings: vec!["CPU X-ray sampler is off: test".into()],
             probes: vec![],

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::modes::SoftirqTime;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -294,11 +293,8 @@ pub fn session_header(
             attach: info.attach,
             cgroup_hierarchy: hierarchy.kind(),
             syscalls: info.syscalls,
-            softirq_time: if config.softirq_sampled() {
-                SoftirqTime::Sampled
-            } else {
-                SoftirqTime::Exact
-            },
+            softirq_time: info.softirq_time,
+            softirq_delay_timing: Some(info.softirq_delay),
         },
         warnings: info.warnings.clone(),
         probes: info.probes.clone(),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuList;
 use crate::histogram::Histogram;
-use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
+use crate::modes::{Attach, CgroupHierarchy, SoftirqDelay, SoftirqTime, SyscallMode};
 
 /// One item of the stream. A recording is a header followed by these.
 #[derive(Clone, Debug, PartialEq)]
@@ -100,6 +100,26 @@ pub struct Settings {
     /// they interrupted, was measured (recordings before this field: exact).
     #[serde(default = "exact_softirq_time")]
     pub softirq_time: SoftirqTime,
+    /// Where softirq delays were timed from; see `Settings::softirq_delay`.
+    #[serde(
+        default,
+        rename = "softirq_delay",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub softirq_delay_timing: Option<SoftirqDelay>,
+}
+
+impl Settings {
+    /// Where softirq delays were timed from. Recordings before the field timed them the way
+    /// they timed run time.
+    pub fn softirq_delay(&self) -> SoftirqDelay {
+        self.softirq_delay_timing
+            .unwrap_or(match self.softirq_time {
+                SoftirqTime::Exact => SoftirqDelay::Exact,
+                SoftirqTime::Sampled => SoftirqDelay::Sampled,
+                SoftirqTime::Off => SoftirqDelay::Off,
+            })
+    }
 }
 
 fn exact_syscalls() -> SyscallMode {

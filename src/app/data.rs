@@ -251,6 +251,7 @@ mod tests {
                 cgroup_hierarchy: CgroupHierarchy::Unified,
                 syscalls: SyscallMode::Exact,
                 softirq_time: SoftirqTime::Exact,
+                softirq_delay_timing: None,
             },
             warnings: vec![],
             probes: vec![],

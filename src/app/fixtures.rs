@@ -67,6 +67,7 @@ pub fn header(cpus: u32) -> Header {
             cgroup_hierarchy: CgroupHierarchy::Unified,
             syscalls: SyscallMode::Exact,
             softirq_time: SoftirqTime::Exact,
+            softirq_delay_timing: None,
         },
         warnings: vec![],
         probes: vec![],

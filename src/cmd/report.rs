@@ -52,7 +52,7 @@ mod tests {
 
     use super::*;
     use crate::app::fixtures;
-    use crate::modes::SoftirqTime;
+    use crate::modes::SoftirqDelay;
 
     /// The text and the JSON report of every committed recording
     /// (tests/fixtures/*.stl), as `stalltop report` prints them.
@@ -103,7 +103,7 @@ mod tests {
     #[test]
     fn sampled_softirq_delays_say_so() {
         let mut report = report_of(&fixtures::busy());
-        report.settings.softirq_time = SoftirqTime::Sampled;
+        report.settings.softirq_delay_timing = Some(SoftirqDelay::Sampled);
         let mut untimed = report.softirq[0].clone();
         untimed.vector = "TIMER";
         untimed.timed = 0;

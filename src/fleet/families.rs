@@ -122,9 +122,10 @@ pub fn families(i: &Inputs<'_>) -> Vec<Family> {
         },
         Family {
             name: "stalltop_softirq_delay_seconds",
-            help: "Time from a softirq's raise to its run, by vector. Sampled \
-                   (--syscalls sampled or off): only the delays a sampler tick saw, \
-                   each timed from that tick.",
+            help: "Time from a softirq's raise to its run, by vector. In --syscalls \
+                   sampled or off, where the CPU sampler runs: only the delays a sampler \
+                   tick saw, each timed from that tick; otherwise every delay, from its \
+                   raise.",
             kind: Kind::Histogram,
             series: t
                 .softirq

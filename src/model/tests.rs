@@ -36,6 +36,7 @@ pub(crate) fn header() -> Header {
             cgroup_hierarchy: CgroupHierarchy::V1Cpu,
             syscalls: SyscallMode::Exact,
             softirq_time: SoftirqTime::Exact,
+            softirq_delay_timing: None,
         },
         warnings: vec![],
         probes: vec![],

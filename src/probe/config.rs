@@ -40,21 +40,18 @@ pub struct ProbeConfig {
 }
 
 impl ProbeConfig {
-    /// Whether softirqs are watched by the sampler's ticks instead of a
-    /// program on every raise and exit: in the cheap modes (sampled and
-    /// off), with the sampler on, where a tick can read the preempt count
-    /// that says a softirq runs and the mask of those pending (not on
-    /// PREEMPT_RT, whose softirqs do not show in the count). A tick that
-    /// finds a vector pending starts its delay, which the vector's entry
-    /// ends; one that finds a softirq running counts a period of its run
-    /// time. `--syscalls exact` keeps exact softirq time, which it takes
-    /// out of each call's time on the CPU.
-    pub fn softirq_sampled(&self) -> bool {
-        let count_readable =
-            cfg!(target_arch = "aarch64") || self.features.preempt_count_from_rq.is_some();
+    /// Whether the sampler's ticks may start softirq delays, so that no
+    /// program runs on each raise: in the cheap modes (sampled and off),
+    /// with the sampler on, where the kernel's BTF places the mask of
+    /// pending softirqs, and not on PREEMPT_RT (softirqs run in threads
+    /// there). A tick that finds a vector pending starts its delay; the
+    /// vector's entry ends it. Whether they do is decided once the sampler
+    /// has attached (src/probe/loader.rs). `--syscalls exact` times every
+    /// delay from its raise. Run time is timed from entry to exit in every
+    /// mode.
+    pub fn softirq_delay_ticks(&self) -> bool {
         self.syscalls != SyscallMode::Exact
             && self.sample_hz > 0
-            && count_readable
             && self.features.softirq_pending_from_rq.is_some()
             && !self.features.preempt_rt
     }
@@ -83,7 +80,7 @@ mod tests {
     }
 
     #[test]
-    fn softirqs_are_sampled_only_in_the_cheap_modes_where_ticks_can_tell() {
+    fn softirq_delays_start_at_ticks_only_in_the_cheap_modes_where_ticks_can_tell() {
         let placed = KernelFeatures {
             release: KernelRelease(6, 1, 0),
             sched_info: true,
@@ -91,13 +88,8 @@ mod tests {
             hash_alloc_in_hooks: true,
             task_storage_in_hooks: false,
             preempt_rt: false,
-            preempt_count_from_rq: Some(-86_064),
             steal_time_from_rq: None,
             softirq_pending_from_rq: Some(-89_136),
-        };
-        let unplaced = KernelFeatures {
-            preempt_count_from_rq: None,
-            ..placed
         };
         let maskless = KernelFeatures {
             softirq_pending_from_rq: None,
@@ -107,19 +99,17 @@ mod tests {
             preempt_rt: true,
             ..placed
         };
-        let x86 = cfg!(target_arch = "x86_64");
-        for (mode, hz, features, sampled) in [
+        for (mode, hz, features, ticks) in [
             (SyscallMode::Sampled, 723, placed, true),
             (SyscallMode::Off, 723, placed, true),
-            (SyscallMode::Exact, 723, placed, false), // exact on-CPU time of calls
+            (SyscallMode::Exact, 723, placed, false), // every delay from its raise
             (SyscallMode::Sampled, 0, placed, false), // no ticks
-            (SyscallMode::Sampled, 723, rt, false),   // softirqs not in the count
-            (SyscallMode::Sampled, 723, unplaced, !x86),
+            (SyscallMode::Sampled, 723, rt, false),   // softirqs in threads
             (SyscallMode::Sampled, 723, maskless, false), // no pending mask
         ] {
             assert_eq!(
-                config(mode, hz, features).softirq_sampled(),
-                sampled,
+                config(mode, hz, features).softirq_delay_ticks(),
+                ticks,
                 "{mode:?} at {hz} Hz on {features:?}"
             );
         }

@@ -42,7 +42,8 @@ impl ProbeFamily {
                  handlers are lost"
             }
             ProbeFamily::Sampler => {
-                "kernel stacks of stalls, irqs-off gaps and sampled syscalls are lost"
+                "kernel stacks of stalls, irqs-off gaps and sampled syscalls are lost \
+                 (softirq delays are timed from a program on every raise instead)"
             }
         }
     }
@@ -115,24 +116,21 @@ pub(super) fn enable_programs(
             }
         }
         ProbeFamily::Softirq => {
-            // Sampled: ticks start the delays and count the run time.
-            let hooked = !config.softirq_sampled();
+            // The raise program loads with the others; it is attached only
+            // where the sampler's ticks do not start the delays (decided
+            // once the sampler has attached: loader::attach_softirq_raise).
             if btf {
+                enable(&mut p.btf_softirq_raise);
                 enable(&mut p.btf_softirq_entry);
+                enable(&mut p.btf_softirq_exit);
                 enable(&mut p.btf_irq_handler_entry);
                 enable(&mut p.btf_irq_handler_exit);
-                if hooked {
-                    enable(&mut p.btf_softirq_raise);
-                    enable(&mut p.btf_softirq_exit);
-                }
             } else {
+                enable(&mut p.raw_softirq_raise);
                 enable(&mut p.raw_softirq_entry);
+                enable(&mut p.raw_softirq_exit);
                 enable(&mut p.raw_irq_handler_entry);
                 enable(&mut p.raw_irq_handler_exit);
-                if hooked {
-                    enable(&mut p.raw_softirq_raise);
-                    enable(&mut p.raw_softirq_exit);
-                }
             }
         }
         ProbeFamily::Sampler => {

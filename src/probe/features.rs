@@ -58,16 +58,13 @@ pub struct KernelFeatures {
     /// locks (before the allocator's raw locks), so nothing allocates in
     /// hooks there.
     pub preempt_rt: bool,
-    /// x86: how far each CPU's preempt count lies from its run queue (both
-    /// per-CPU data), so that a sampler tick can tell it interrupted a
-    /// softirq. None where the kernel's BTF does not say, or where a task
-    /// does not lead to its run queue (no CONFIG_FAIR_GROUP_SCHED).
-    pub preempt_count_from_rq: Option<i64>,
     /// x86 KVM guests: the distance from a CPU's run queue to its KVM steal time (the host's
     /// steal clock for that vCPU), from the kernel's BTF.
     pub steal_time_from_rq: Option<i64>,
-    /// How far each CPU's mask of pending softirqs lies from its run queue,
-    /// so that a sampler tick can see a softirq raised and not yet run.
+    /// How far each CPU's mask of pending softirqs lies from its run queue (both per-CPU data),
+    /// so that a sampler tick can see a softirq raised and not yet run. None where the kernel's
+    /// BTF does not say, or where a task does not lead to its run queue (no
+    /// CONFIG_FAIR_GROUP_SCHED).
     pub softirq_pending_from_rq: Option<i64>,
 }
 
@@ -97,10 +94,9 @@ impl KernelFeatures {
             rq_from_task: btf
                 .as_ref()
                 .is_some_and(|btf| struct_has_member(btf, "sched_entity", "cfs_rq")),
-            hash_alloc_in_hooks: release >= HASH_MEM_ALLOC && !preempt_rt,
+            hash_alloc_in_hooks: hash_alloc_in_hooks(release, preempt_rt),
             task_storage_in_hooks: release >= LOCAL_STORAGE_MEM_ALLOC && !preempt_rt,
             preempt_rt,
-            preempt_count_from_rq: btf.as_ref().and_then(preempt_count_from_rq),
             steal_time_from_rq: btf.as_ref().and_then(steal_time_from_rq),
             softirq_pending_from_rq: btf.as_ref().and_then(softirq_pending_from_rq),
         }
@@ -128,16 +124,10 @@ impl KernelFeatures {
     }
 }
 
-/// The distance from `runqueues` to the preempt count: its own variable, or
-/// (x86 from 6.2 until it moved out again) a field of `pcpu_hot`.
-fn preempt_count_from_rq(btf: &Btf<'_>) -> Option<i64> {
-    distance_from_rq(
-        btf,
-        &[
-            ("__preempt_count", None),
-            ("pcpu_hot", Some("preempt_count")),
-        ],
-    )
+/// Whether hash maps allocate through the BPF memory allocator on `release`: not on PREEMPT_RT,
+/// where its allocations may take sleeping locks.
+pub(super) fn hash_alloc_in_hooks(release: KernelRelease, preempt_rt: bool) -> bool {
+    release >= HASH_MEM_ALLOC && !preempt_rt
 }
 
 /// The distance from `runqueues` to KVM's `steal_time` (x86 guest kernels).

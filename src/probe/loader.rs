@@ -3,7 +3,8 @@
 //! enabled, so the kernel judges each on its own. The first instance to
 //! load creates every map; the others share them. A family the kernel
 //! refuses is left out with a warning that says what is lost and why;
-//! only the scheduler family is required.
+//! only the scheduler family is required. How softirq delays are timed is
+//! decided last, on what attached.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
@@ -16,19 +17,16 @@ use libbpf_rs::{
 
 pub use super::config::ProbeConfig;
 use super::family::{enable_programs, families, ProbeFamily};
+use super::prealloc::{self, HashShape};
 use super::skel::{types, OpenStalltopSkel, StalltopSkel, StalltopSkelBuilder};
 use super::{libbpf_log, refusal, sampler, ProbeError};
-use crate::modes::{Attach, AttachMode, SyscallMode};
+use crate::modes::{Attach, AttachMode, SoftirqDelay, SoftirqTime, SyscallMode};
 use crate::stream::{ProbeLoad, ProgramLoad};
 use crate::syscall_table;
 
 /// The kernel stack size of x86_64 and arm64 (without KASAN): a task's
 /// saved user registers sit at its top.
 const KERNEL_STACK_SIZE: u64 = 16 << 10;
-
-/// Per-CPU hash maps filled inside sched_switch get at most this much
-/// memory where they must be preallocated.
-const PREALLOC_BUDGET_BYTES: usize = 32 << 20;
 
 /// The ring buffer holds what every CPU records between two drains of the reader (at the
 /// record rate limit, about 100 KiB per CPU per 100 ms poll): this much per possible CPU,
@@ -78,6 +76,9 @@ pub struct Loaded<'obj> {
     pub warnings: Vec<String>,
     /// How syscalls are watched, given what loaded.
     pub syscalls: SyscallMode,
+    /// How softirq run time and delays are timed, given what attached.
+    pub softirq_time: SoftirqTime,
+    pub softirq_delay: SoftirqDelay,
 }
 
 impl<'obj> Loaded<'obj> {
@@ -176,6 +177,8 @@ fn load_attach<'obj>(
         probes: Vec::new(),
         warnings: Vec::new(),
         syscalls: SyscallMode::Off,
+        softirq_time: SoftirqTime::Off,
+        softirq_delay: SoftirqDelay::Off,
     };
     if let Some(why) = config.features.runq_from_wakeup_because() {
         loaded.warnings.push(format!(
@@ -200,8 +203,13 @@ fn load_attach<'obj>(
         );
         let log = capture.finish();
         let load_ms = started.elapsed().as_millis() as u64;
-        match result.and_then(|skel| attach_family(skel, family, config.sample_hz)) {
-            Ok((instance, warning)) => {
+        // A load failure is the verifier's (in plain words); an attach
+        // failure says itself what failed.
+        let result = result
+            .map_err(|error| refusal::explain(&kernel, &error, &log))
+            .and_then(|skel| attach_family(skel, family, config.sample_hz));
+        match result {
+            Ok(instance) => {
                 loaded.probes.push(ProbeLoad {
                     family: family.name().into(),
                     attach: attach.name().into(),
@@ -210,11 +218,9 @@ fn load_attach<'obj>(
                     error: None,
                     programs: program_loads(&instance.skel),
                 });
-                loaded.warnings.extend(warning);
                 loaded.instances.push(instance);
             }
-            Err(error) => {
-                let reason = refusal::explain(&kernel, &error, &log);
+            Err(reason) => {
                 loaded.probes.push(ProbeLoad {
                     family: family.name().into(),
                     attach: attach.name().into(),
@@ -254,7 +260,50 @@ fn load_attach<'obj>(
         }
         _ => SyscallMode::Off,
     };
+    time_softirqs(config, &mut loaded);
     Ok(loaded)
+}
+
+/// Decide how softirqs are timed, on what attached: entry to exit wherever
+/// the softirq family loaded; delays from the sampler's ticks where the
+/// sampler attached on every online CPU with them on (its instance was
+/// told so: `delay_ticks` in `load_family`), else from the raise program,
+/// attached now.
+fn time_softirqs(config: &ProbeConfig, loaded: &mut Loaded<'_>) {
+    if !loaded.has(ProbeFamily::Softirq) {
+        return;
+    }
+    loaded.softirq_time = SoftirqTime::Exact;
+    if loaded.has(ProbeFamily::Sampler) && config.softirq_delay_ticks() {
+        loaded.softirq_delay = SoftirqDelay::Sampled;
+        return;
+    }
+    let softirq = loaded
+        .instances
+        .iter_mut()
+        .find(|i| i.family == ProbeFamily::Softirq)
+        .expect("the softirq family loaded");
+    let raise = softirq
+        .skel
+        .object()
+        .progs_mut()
+        .find(|p| p.autoload() && is_softirq_raise(p.name()))
+        .expect("the raise program loads with the softirq family")
+        .attach();
+    match raise {
+        Ok(link) => {
+            softirq._links.push(link);
+            loaded.softirq_delay = SoftirqDelay::Exact;
+        }
+        Err(e) => loaded.warnings.push(format!(
+            "softirq delays are not timed: attaching softirq_raise failed: {e}"
+        )),
+    }
+}
+
+/// The program on softirq_raise, which `time_softirqs` attaches or not.
+fn is_softirq_raise(name: &std::ffi::OsStr) -> bool {
+    name == "btf_softirq_raise" || name == "raw_softirq_raise"
 }
 
 /// Open, configure and load one family's instance, sharing the maps of
@@ -272,7 +321,12 @@ fn load_family<'obj>(
         .open(storage)
         .map_err(|e| e.to_string())?;
     let hooked = syscalls_hooked || family == ProbeFamily::Syscall;
-    configure(&mut open, config, attach, hooked).map_err(|e| e.to_string())?;
+    // Only the sampler's ticks read it; they start delays that the softirq
+    // family's entry program ends, so only where that family loaded.
+    let delay_ticks = family == ProbeFamily::Sampler
+        && loaded.has(ProbeFamily::Softirq)
+        && config.softirq_delay_ticks();
+    configure(&mut open, config, attach, hooked, delay_ticks).map_err(|e| e.to_string())?;
     enable_programs(&mut open, family, attach, config);
     if refuse {
         // As a socket filter, its helpers are unknown to the verifier.
@@ -298,6 +352,7 @@ fn configure(
     config: &ProbeConfig,
     attach: Attach,
     syscalls_hooked: bool,
+    softirq_delay_ticks: bool,
 ) -> libbpf_rs::Result<()> {
     let use_task_storage = attach == Attach::TpBtf && config.features.task_storage_in_hooks;
     let rodata = open
@@ -310,8 +365,7 @@ fn configure(
     rodata.runq_threshold_ns = config.runq_threshold_ns;
     rodata.runq_from_wakeup = u8::from(config.features.runq_from_wakeup());
     rodata.stall_threshold_ns = config.stall_threshold_ns;
-    rodata.softirq_sampled = u8::from(config.softirq_sampled());
-    rodata.preempt_count_from_rq = config.features.preempt_count_from_rq.unwrap_or(0);
+    rodata.softirq_delay_ticks = u8::from(softirq_delay_ticks);
     rodata.steal_time_from_rq = config.features.steal_time_from_rq.unwrap_or(0);
     rodata.softirq_pending_from_rq = config.features.softirq_pending_from_rq.unwrap_or(0);
     rodata.hardirq_threshold_ns = config.hardirq_threshold_ns;
@@ -342,24 +396,32 @@ fn configure(
     if config.syscalls != SyscallMode::Sampled {
         maps.sampled_files.set_max_entries(1)?;
     }
-    if !config.features.hash_alloc_in_hooks {
-        // sched_switch inserts into these under the run-queue lock (and the
-        // sampler and sys_exit into `syscalls`): before the BPF memory
-        // allocator an insert must not allocate. There the verifier also
-        // refuses a hash map that allocates to perf_event programs (and on
-        // PREEMPT_RT to every tracing program) and warns of one in a raw_tp
-        // program with WARN_ONCE, which panics a host with panic_on_warn.
-        for map in [
-            &mut maps.runq_by_cgroup,
-            &mut maps.preemptors,
-            &mut maps.syscalls,
-        ] {
-            let per_entry = (map.value_size() as usize).max(1) * cpus;
-            let most = map.max_entries() as usize;
-            let entries = (PREALLOC_BUDGET_BYTES / per_entry).clamp(64.min(most), most);
-            map.set_map_flags(map.map_flags() & !libbpf_sys::BPF_F_NO_PREALLOC)?;
-            map.set_max_entries(entries as u32)?;
+    if prealloc::hashes_preallocated(&config.features) {
+        preallocate_hashes(open, cpus as u32)?;
+    }
+    Ok(())
+}
+
+/// Make every hash map that would allocate on insert a preallocated one,
+/// within the memory budget (src/probe/prealloc.rs says why).
+fn preallocate_hashes(open: &mut OpenStalltopSkel<'_>, cpus: u32) -> libbpf_rs::Result<()> {
+    for mut map in open.open_object_mut().maps_mut() {
+        let per_cpu = match map.map_type() {
+            MapType::PercpuHash => true,
+            MapType::Hash => false,
+            _ => continue,
+        };
+        if map.map_flags() & libbpf_sys::BPF_F_NO_PREALLOC == 0 {
+            continue;
         }
+        let shape = HashShape {
+            per_cpu,
+            key_size: map.key_size(),
+            value_size: map.value_size(),
+            max_entries: map.max_entries(),
+        };
+        map.set_map_flags(map.map_flags() & !libbpf_sys::BPF_F_NO_PREALLOC)?;
+        map.set_max_entries(shape.preallocated_entries(cpus))?;
     }
     Ok(())
 }
@@ -420,24 +482,21 @@ fn bytes_of<T: plain::Plain>(value: &T) -> &[u8] {
     unsafe { plain::as_bytes(value) }
 }
 
-/// Attach the loaded programs of one family; a sampler that cannot open
-/// its perf events is left off with a warning.
+/// Attach the loaded programs of one family (softirq_raise waits for
+/// `time_softirqs`). A sampler that cannot open its perf events on every
+/// online CPU did not load: nothing it would measure is there.
 fn attach_family(
     skel: StalltopSkel<'_>,
     family: ProbeFamily,
     sample_hz: u32,
-) -> Result<(Instance<'_>, Option<String>), String> {
+) -> Result<Instance<'_>, String> {
     let mut links = Vec::new();
-    let mut warning = None;
     for prog in skel.object().progs_mut() {
-        if !prog.autoload() || prog.name() == SET_KSOFTIRQD {
+        if !prog.autoload() || prog.name() == SET_KSOFTIRQD || is_softirq_raise(prog.name()) {
             continue;
         }
         if family == ProbeFamily::Sampler {
-            match sampler::attach(&prog, sample_hz) {
-                Ok(mut sampler_links) => links.append(&mut sampler_links),
-                Err(e) => warning = Some(format!("CPU X-ray sampler is off: {e}")),
-            }
+            links.append(&mut sampler::attach(&prog, sample_hz)?);
             continue;
         }
         let link = prog
@@ -445,14 +504,11 @@ fn attach_family(
             .map_err(|e| format!("attaching {}: {e}", prog.name().to_string_lossy()))?;
         links.push(link);
     }
-    Ok((
-        Instance {
-            _links: links,
-            skel,
-            family,
-        },
-        warning,
-    ))
+    Ok(Instance {
+        _links: links,
+        skel,
+        family,
+    })
 }
 
 /// Each loaded program's name and the instructions the verifier went
@@ -491,7 +547,7 @@ pub fn load_detached<'obj>(
         .open(storage)
         .map_err(|e| e.to_string())?;
     let hooked = config.syscalls == SyscallMode::Exact;
-    configure(&mut open, config, Attach::RawTp, hooked).map_err(|e| e.to_string())?;
+    configure(&mut open, config, Attach::RawTp, hooked, false).map_err(|e| e.to_string())?;
     for family in families(config) {
         enable_programs(&mut open, family, Attach::RawTp, config);
     }

@@ -9,7 +9,7 @@ use libbpf_rs::{RingBuffer, RingBufferBuilder};
 
 use super::loader::{self, Loaded, ObjectStorage, ProbeConfig};
 use super::{maps, ProbeError};
-use crate::modes::{Attach, SyscallMode};
+use crate::modes::{Attach, SoftirqDelay, SoftirqTime, SyscallMode};
 use crate::stream::{KernelSnapshot, ProbeLoad};
 
 /// What loaded, for headers and the UI.
@@ -18,6 +18,9 @@ pub struct ProbeInfo {
     pub attach: Attach,
     /// How syscalls are watched ("off" when their family did not load).
     pub syscalls: SyscallMode,
+    /// How softirq run time and delays are timed, given what attached.
+    pub softirq_time: SoftirqTime,
+    pub softirq_delay: SoftirqDelay,
     /// Families and optional parts that did not come up.
     pub warnings: Vec<String>,
     /// What each family's load did.
@@ -64,6 +67,8 @@ impl<'obj> Session<'obj> {
         ProbeInfo {
             attach: self.loaded.attach,
             syscalls: self.loaded.syscalls,
+            softirq_time: self.loaded.softirq_time,
+            softirq_delay: self.loaded.softirq_delay,
             warnings: self.loaded.warnings.clone(),
             probes: self.loaded.probes.clone(),
         }

@@ -13,6 +13,7 @@ mod migration;
 mod prune;
 mod sampled;
 mod sched;
+mod softirq;
 mod steal;
 mod syscall_hooks;
 

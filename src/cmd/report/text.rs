@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::model::Report;
-use crate::modes::{SoftirqTime, SyscallMode};
+use crate::modes::{SoftirqDelay, SyscallMode};
 
 /// The human summary. Layout only: every number comes from the report.
 pub fn render(r: &Report) -> String {
@@ -224,7 +224,7 @@ fn stalls_text(out: &mut String, r: &Report) {
         );
     }
 
-    let sampled = r.settings.softirq_time == SoftirqTime::Sampled;
+    let sampled = r.settings.softirq_delay() == SoftirqDelay::Sampled;
     let _ = writeln!(
         out,
         "\nSoftirq delay (raise to run) by CPU and vector{}",

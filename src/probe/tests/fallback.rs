@@ -27,62 +27,68 @@ fn no_allocation_in_hooks(config: ProbeConfig) -> ProbeConfig {
     }
 }
 
-#[test]
-fn tp_btf_maps_filled_in_sched_switch_are_preallocated_where_the_kernel_needs_it() {
-    let config = no_allocation_in_hooks(config(AttachMode::TpBtf));
-    {
-        let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        let mut storage = ObjectStorage::default();
-        let loaded = loader::load(&config, &mut storage).expect("probes load");
-        no_hash_map_allocates(&loaded);
-        // Per-task state lives in the preallocated hash, not task storage.
-        let maps = &loaded.maps().maps;
-        let task_store = MapInfo::new(maps.task_store.as_fd()).expect("map info");
-        assert_eq!(task_store.map_type(), MapType::Array);
-    }
-    fight_for_one_cpu(config);
+/// Every hash map of a loaded session, with whether it allocates on insert.
+fn hash_maps(loaded: &loader::Loaded<'_>) -> Vec<(String, bool)> {
+    loaded
+        .maps()
+        .object()
+        .maps()
+        .filter(|m| matches!(m.map_type(), MapType::Hash | MapType::PercpuHash))
+        .map(|m| {
+            let info = MapInfo::new(m.as_fd()).expect("map info");
+            let allocates = info.info.map_flags & libbpf_sys::BPF_F_NO_PREALLOC != 0;
+            (m.name().to_string_lossy().into_owned(), allocates)
+        })
+        .collect()
 }
 
-/// Before 6.1 the verifier refuses a hash map that allocates to perf_event programs (the
-/// sampler) and warns of one in raw_tp programs with WARN_ONCE (a panic with panic_on_warn):
-/// no family may load one there, in either syscall mode that fills `syscalls`.
+/// Before 6.1 no hash map that a perf_event, raw_tp or tp_btf program reaches may allocate
+/// (src/probe/prealloc.rs): in both attach modes and both syscall modes that fill them, every
+/// hash map loads preallocated; where the kernel has the BPF memory allocator, those declared
+/// so still allocate on demand.
 #[test]
-fn raw_tp_families_load_no_hash_map_that_allocates_where_the_kernel_needs_it() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for syscalls in [SyscallMode::Exact, SyscallMode::Sampled] {
-        let config = no_allocation_in_hooks(ProbeConfig {
-            syscalls,
-            ..config(AttachMode::RawTp)
-        });
-        let mut storage = ObjectStorage::default();
-        let loaded = loader::load(&config, &mut storage).expect("probes load");
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-        no_hash_map_allocates(&loaded);
-    }
-}
-
-/// Every hash map the probes share is preallocated (and the check sees them all).
-fn no_hash_map_allocates(loaded: &loader::Loaded<'_>) {
-    let mut hashes = Vec::new();
-    for map in loaded.maps().object().maps() {
-        let info = MapInfo::new(map.as_fd()).expect("map info");
-        if !matches!(info.map_type(), MapType::Hash | MapType::PercpuHash) {
-            continue;
+fn hash_maps_are_preallocated_where_the_kernel_needs_it() {
+    for attach in [AttachMode::TpBtf, AttachMode::RawTp] {
+        for syscalls in [SyscallMode::Sampled, SyscallMode::Exact] {
+            let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+            let base = ProbeConfig {
+                syscalls,
+                ..config(attach)
+            };
+            let mut storage = ObjectStorage::default();
+            let loaded = loader::load(&no_allocation_in_hooks(base.clone()), &mut storage)
+                .expect("probes load");
+            assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+            let maps = hash_maps(&loaded);
+            assert!(maps.len() >= 4, "{maps:?}");
+            assert!(
+                maps.iter().all(|(_, allocates)| !allocates),
+                "{attach:?} {syscalls:?}: {maps:?}"
+            );
+            // Per-task state lives in the preallocated hash, not task storage.
+            let task_store = MapInfo::new(loaded.maps().maps.task_store.as_fd()).unwrap();
+            assert_eq!(task_store.map_type(), MapType::Array);
+            drop(loaded);
+            let mut storage = ObjectStorage::default();
+            let loaded = loader::load(&base, &mut storage).expect("probes load");
+            let mut on_demand: Vec<String> = hash_maps(&loaded)
+                .into_iter()
+                .filter(|(_, allocates)| *allocates)
+                .map(|(name, _)| name)
+                .collect();
+            on_demand.sort();
+            assert_eq!(
+                on_demand,
+                ["preemptors", "runq_by_cgroup", "syscalls"],
+                "{attach:?} {syscalls:?}"
+            );
         }
-        let name = map.name().to_string_lossy().into_owned();
-        assert_eq!(
-            info.info.map_flags & libbpf_sys::BPF_F_NO_PREALLOC,
-            0,
-            "{name} allocates on insert"
-        );
-        hashes.push(name);
     }
-    hashes.sort();
-    assert_eq!(
-        hashes,
-        ["preemptors", "runq_by_cgroup", "syscalls", "tasks"],
-        "every hash map is checked"
-    );
+}
+
+#[test]
+fn tp_btf_probes_without_allocation_in_hooks_see_a_thread_preempted_by_its_sibling() {
+    fight_for_one_cpu(no_allocation_in_hooks(config(AttachMode::TpBtf)));
 }
 
 /// Without CONFIG_FAIR_GROUP_SCHED there is no run queue to read the

@@ -85,7 +85,7 @@ fn drain_events(skel: &StalltopSkel<'_>) -> Vec<event::Event> {
 }
 
 #[test]
-fn raw_tp_softirq_handlers_time_the_delay_and_charge_the_interrupted_task() {
+fn raw_tp_softirq_handlers_time_the_delay_and_hold_the_interrupted_tasks_share() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = ProbeConfig {
         stall_threshold_ns: 1_000_000,
@@ -126,24 +126,20 @@ fn raw_tp_softirq_handlers_time_the_delay_and_charge_the_interrupted_task() {
     let tid = unsafe { libc::gettid() } as u32;
     assert_eq!(delay.ctx.tid, tid);
 
-    // Its run time is charged to this thread, which it interrupted.
-    let key = types::stolen_key {
-        tid,
-        vector: NET_RX as u32,
-    };
-    // SAFETY: stolen_key is Plain.
-    let key_bytes = unsafe { plain::as_bytes(&key) };
+    // Its run time is held for this thread, which it interrupted, in the CPU's state until the
+    // thread leaves the CPU or a sampler tick (neither is attached here) settles it.
     let per_cpu = skel
         .maps
-        .softirq_stolen
-        .lookup_percpu(key_bytes, MapFlags::ANY)
+        .cpus
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         .unwrap()
-        .expect("stolen time charged to this process");
-    let mut stolen = types::stolen_stats::default();
-    plain::copy_from_bytes(&mut stolen, &per_cpu[0]).unwrap();
-    assert_eq!(stolen.count, 1);
-    assert_eq!(stolen.ns, stats.run_total_ns);
-    assert_eq!(stolen.pid, std::process::id());
+        .unwrap();
+    let mut cpu = types::cpu_state::default();
+    plain::copy_from_bytes(&mut cpu, &per_cpu[0]).unwrap();
+    assert_eq!(cpu.stolen_vectors, 1 << NET_RX);
+    assert_eq!(cpu.stolen_runs[NET_RX as usize], 1);
+    assert_eq!(cpu.stolen_ns[NET_RX as usize], stats.run_total_ns);
+    assert_eq!(skel.maps.softirq_stolen.keys().count(), 0);
 }
 
 #[test]

@@ -87,18 +87,26 @@ fn settings(report: &Report, expected: &Expected, failures: &mut Vec<String>) {
         )),
         None => failures.push("the report has no settings.syscalls".into()),
     }
-    // The cheap modes watch softirqs by ticks wherever the kernel's BTF places the preempt
-    // count and the pending mask (every kernel of the matrix), except on PREEMPT_RT.
-    let softirq_time = if expected.mode.syscalls.name != "exact" && !expected.preempt_rt {
+    // Softirq runs are timed from entry to exit in every mode. The cheap modes start their
+    // delays at sampler ticks wherever the kernel's BTF places the pending mask (every kernel
+    // of the matrix), except on PREEMPT_RT.
+    if settings.softirq_time != "exact" {
+        failures.push(format!(
+            "settings.softirq_time is {:?}, not \"exact\"",
+            settings.softirq_time
+        ));
+    }
+    let softirq_delay = if expected.mode.syscalls.name != "exact" && !expected.preempt_rt {
         "sampled"
     } else {
         "exact"
     };
-    if settings.softirq_time != softirq_time {
-        failures.push(format!(
-            "settings.softirq_time is {:?}, not {softirq_time:?}",
-            settings.softirq_time
-        ));
+    match &settings.softirq_delay {
+        Some(delay) if delay == softirq_delay => {}
+        Some(delay) => failures.push(format!(
+            "settings.softirq_delay is {delay:?}, not {softirq_delay:?}"
+        )),
+        None => failures.push("the report has no settings.softirq_delay".into()),
     }
     // The guest mounts cgroup2 alone: stalltop must attribute by the unified hierarchy.
     if settings.cgroup_hierarchy != "unified" {
@@ -329,25 +337,43 @@ mod tests {
     }
 
     #[test]
-    fn softirqs_must_be_sampled_in_the_cheap_modes_except_on_preempt_rt() {
+    fn softirq_delays_must_start_at_ticks_in_the_cheap_modes_except_on_preempt_rt() {
         let hooked = fixture(|_| {});
         let failures = report(&hooked, &expected("tp-btf", "off", false));
         assert!(
-            failures.contains(&"settings.softirq_time is \"exact\", not \"sampled\"".to_string()),
+            failures.contains(&"settings.softirq_delay is \"exact\", not \"sampled\"".to_string()),
             "{failures:?}"
         );
         let sampled = fixture(|r| {
             r["settings"]["syscalls"] = "off".into();
-            r["settings"]["softirq_time"] = "sampled".into();
+            r["settings"]["softirq_delay"] = "sampled".into();
         });
         let failures = report(&sampled, &expected("tp-btf", "off", false));
         assert!(
-            !failures.iter().any(|f| f.contains("softirq_time")),
+            !failures.iter().any(|f| f.contains("softirq_")),
             "{failures:?}"
         );
         let failures = report(&sampled, &expected("tp-btf", "off", true));
         assert!(
-            failures.iter().any(|f| f.contains("softirq_time")),
+            failures.iter().any(|f| f.contains("softirq_delay")),
+            "{failures:?}"
+        );
+        // Run time counted by ticks, or a report without the delay's method, fails anywhere.
+        let ticked = fixture(|r| r["settings"]["softirq_time"] = "sampled".into());
+        let failures = report(&ticked, &exact());
+        assert!(
+            failures.contains(&"settings.softirq_time is \"sampled\", not \"exact\"".to_string()),
+            "{failures:?}"
+        );
+        let old = fixture(|r| {
+            r["settings"]
+                .as_object_mut()
+                .unwrap()
+                .remove("softirq_delay");
+        });
+        let failures = report(&old, &exact());
+        assert!(
+            failures.contains(&"the report has no settings.softirq_delay".to_string()),
             "{failures:?}"
         );
     }

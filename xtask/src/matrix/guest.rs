@@ -197,7 +197,7 @@ mod tests {
     fn off_report() -> String {
         let mut report: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
         report["settings"]["syscalls"] = "off".into();
-        report["settings"]["softirq_time"] = "sampled".into();
+        report["settings"]["softirq_delay"] = "sampled".into();
         report["syscalls"] = serde_json::json!([]);
         report.to_string()
     }

@@ -33,9 +33,12 @@ pub struct Settings {
     pub cgroup_hierarchy: String,
     /// The syscall mode; absent from reports of a stalltop without `--syscalls`.
     pub syscalls: Option<String>,
-    /// `sampled` (ticks start softirq delays and count their run time) or `exact` (programs
-    /// on raise and exit).
+    /// `exact` (entry to exit), `off` (no softirq probes), or `sampled` (ticks; stalltop
+    /// before softirq runs were timed in the cheap modes).
     pub softirq_time: String,
+    /// `sampled` (sampler ticks start softirq delays) or `exact` (from the raise); absent from
+    /// reports of a stalltop that timed them as it timed run time.
+    pub softirq_delay: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
