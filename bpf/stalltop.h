@@ -211,6 +211,9 @@ enum path_kind {
 	PATH_DENTRIES = 1,  /* components leaf first, each NUL-terminated */
 	PATH_USER = 2,	    /* the string the caller passed, as given */
 	PATH_FD_REUSED = 3, /* the call's fd names another file at its end: unknown */
+	/* sampled: another task holds the position lock of the file the fd
+	 * names, and is not using that file: the call's file is unknown */
+	PATH_UNKNOWN = 4,
 };
 
 /* KIND_SYSCALL: a call that ran at least the wall or on-CPU threshold. */
@@ -357,8 +360,12 @@ struct sampled_call {
 	__u32 ticks;	     /* 0: no call in progress */
 	__s32 nr;
 	__u32 path_ready; /* its path_bufs slot holds its file (resolved while it ran) */
-	__u16 has_file;	  /* `file` is the file its fd names */
-	__u16 blocked;	  /* its thread blocked in it (at last_seen) and has not run since */
+	__u8 has_file;	  /* `file` is the file its fd names */
+	__u8 blocked;	  /* its thread blocked in it (at last_seen) and has not run since */
+	/* its first tick could not tell its fd's file for its own: judged
+	 * again when its path is resolved */
+	__u8 file_doubted;
+	__u8 _pad;
 	struct file_key file;
 };
 

@@ -355,38 +355,6 @@ static __always_inline void syscall_event_send(const struct task_ref *task, __s3
 #define S_IFSOCK 0140000
 #define S_IFIFO 0010000
 #define S_IFCHR 0020000
-#define S_IFREG 0100000
-#define S_IFDIR 0040000
-/* The flag bits of a mutex's owner word, below the owning task's address. */
-#define MUTEX_FLAGS 0x07UL
-
-/* Whether the running task's call `nr`, which locks its file's position
- * (SYSCALL_LOCKS_POS), cannot be on `f`, the file its fd names now: with
- * its fd table shared (only then can another thread close the fd), such a
- * call holds the position lock of a regular file or directory it uses for
- * as long as it runs, so a lock it does not own is another file's, which
- * got the fd number since the call began. False where that cannot be told
- * (another call, a table of its own, PREEMPT_RT's mutex). (A global
- * function, checked once by the verifier: it takes the file's address as a
- * number.) */
-__noinline int fd_reused_under_call(__u64 file, __s32 nr)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct file *f = (struct file *)file;
-	__u8 flags = nr >= 0 && nr < SYSCALL_NR_MAX ? syscall_arg[nr & (SYSCALL_NR_MAX - 1)] : 0;
-	__u64 owner;
-	__u32 mode;
-
-	if (!f || !(flags & SYSCALL_LOCKS_POS) || !bpf_core_field_exists(f->f_pos_lock.owner))
-		return 0;
-	if (BPF_CORE_READ(task, files, count.counter) < 2)
-		return 0;
-	mode = BPF_CORE_READ(f, f_inode, i_mode) & S_IFMT;
-	if (mode != S_IFREG && mode != S_IFDIR)
-		return 0;
-	owner = BPF_CORE_READ(f, f_pos_lock.owner.counter);
-	return (owner & ~MUTEX_FLAGS) != (__u64)task;
-}
 
 /* Say in path buffer `slot` that the call's fd named another file than
  * the call used: the file is unknown (the one it used may be freed). */

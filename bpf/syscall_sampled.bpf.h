@@ -67,6 +67,86 @@ static __always_inline __s32 syscall_in_progress(bool btf, struct task_struct *t
 	return nr;
 }
 
+/* The flag bits of a mutex's owner word, below the owning task's address. */
+#define MUTEX_FLAGS 0x07UL
+/* fs.h: the file's position is locked (f_pos_lock) by calls that use it:
+ * regular files and directories, unless opened as streams (stream_open).
+ * The same bit on every kernel since 3.14. */
+#define FMODE_ATOMIC_POS 0x8000
+
+/* What the position lock of the file a sampled call's fd names now tells
+ * of the call's own file. */
+enum file_claim {
+	/* the fd's file: the caller holds its lock or waits for it, or
+	 * nothing can tell (a call or file that takes no such lock) */
+	FILE_NAMED = 0,
+	/* not the call's file: nobody holds its lock, which the call would
+	 * hold (or wait for) were it on it */
+	FILE_REUSED = 1,
+	/* another task holds the lock, and is not seen using that file */
+	FILE_UNKNOWN = 2,
+};
+
+/* Flags of syscall `nr` (SYSCALL_* of the `syscall_arg` table). */
+static __always_inline __u8 syscall_flags(__s32 nr)
+{
+	return nr >= 0 && nr < SYSCALL_NR_MAX ? syscall_arg[nr & (SYSCALL_NR_MAX - 1)] : 0;
+}
+
+/* Whether task `t` (not running here) is inside a call that holds the
+ * position lock of `f`: a call that locks its file's position, on an fd
+ * that names `f` in its own table. */
+static __always_inline bool in_call_on_file(struct task_struct *t, struct file *f)
+{
+	__u64 arg0 = 0, arg1 = 0;
+	__s32 nr = syscall_in_progress(false, t, &arg0, &arg1);
+	__u8 how;
+
+	if (nr < 0 || !(syscall_flags(nr) & SYSCALL_LOCKS_POS))
+		return false;
+	how = syscall_flags(nr) & SYSCALL_ARG_MASK;
+	if (how != SYSCALL_ARG_FD0 && how != SYSCALL_ARG_FD1)
+		return false;
+	return file_of_fd(t, how == SYSCALL_ARG_FD0 ? arg0 : arg1) == f;
+}
+
+/* What the position lock of `f`, the file the running task's call `nr`
+ * names by its fd now, tells of the call's own file (FILE_*). Such a call
+ * (SYSCALL_LOCKS_POS) of a task whose fd table another thread shares (only
+ * then can another thread close the fd, and only then is the lock taken)
+ * holds that lock on its file, or waits for it, for as long as it runs.
+ * So a lock that nobody holds or waits for is another file's, which got
+ * the fd's number since the call began; a lock another thread holds is the
+ * call's file if that thread is seen using it (threads writing one log:
+ * the caller waits its turn). Nothing is told of files whose position is
+ * not locked (streams, sockets, pipes) nor on PREEMPT_RT, whose mutex has
+ * no owner word. A global function, checked once by the verifier: it
+ * takes the file's address as a number. */
+__noinline int sampled_file_claim(__u64 file, __s32 nr)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct file *f = (struct file *)file;
+	__u64 word;
+
+	if (!f || !(syscall_flags(nr) & SYSCALL_LOCKS_POS) ||
+	    !bpf_core_field_exists(f->f_pos_lock.owner))
+		return FILE_NAMED;
+	if (BPF_CORE_READ(task, files, count.counter) < 2 ||
+	    !(BPF_CORE_READ(f, f_mode) & FMODE_ATOMIC_POS))
+		return FILE_NAMED;
+	word = BPF_CORE_READ(f, f_pos_lock.owner.counter);
+	if (!word)
+		return FILE_REUSED;
+	if ((word & ~MUTEX_FLAGS) == (__u64)task)
+		return FILE_NAMED;
+	/* Flag bits alone: free, with waiters about to take it (the caller
+	 * may be one). */
+	if (!(word & ~MUTEX_FLAGS))
+		return FILE_UNKNOWN;
+	return in_call_on_file((struct task_struct *)(word & ~MUTEX_FLAGS), f) ? FILE_NAMED :
+										 FILE_UNKNOWN;
+}
+
 /* Read and write calls task `t` has completed (CONFIG_TASK_XACCT; 0
  * without it): they tell apart two calls with the same arguments when a
  * read or write came between them, as in a loop that writes then
@@ -88,34 +168,16 @@ struct {
 	__type(value, struct file_time);
 } sampled_files SEC(".maps");
 
-/* The call in this CPU's sampled-call `slot`, begun by the running task:
- * the file its fd names, if any, becomes its key, and the file's path is
+/* Call `s` (in this CPU's sampled-call `slot`) is on file `f`: the file
+ * becomes its key in the kernel time by file, and the file's path is
  * resolved (into the slot's path buffer, for a slow-call record too) when
- * the file is new. A global function, checked once by the verifier rather
- * than once per slot and caller state. */
-__noinline int sampled_file_begin(__u32 slot)
+ * the file is new. */
+static __always_inline void sampled_file_keep(struct sampled_call *s, __u32 slot, struct file *f)
 {
 	static const struct file_time zero = {};
-	struct cpu_state *cs = this_cpu();
-	struct sampled_call *s;
 	struct file_time *v;
 	struct path_buf *b;
-	struct file *f;
 
-	if (!cs)
-		return 0;
-	slot &= SAMPLED_CALLS - 1;
-	s = &cs->sampled[slot];
-	s->has_file = 0;
-	f = (struct file *)call_fd_file(false, s->nr, s->arg0, s->arg1);
-	if (!f)
-		return 0;
-	/* Another thread closed the fd and reused it before this first tick:
-	 * the call's file is unknown, and `f` gets none of its time. */
-	if (fd_reused_under_call((__u64)f, s->nr)) {
-		s->path_ready = path_buf_mark_reused(1 + slot) ? 1 : 2;
-		return 0;
-	}
 	s->file.cgroup = s->task.cgroup;
 	s->file.nr = s->nr;
 	s->file.inode = BPF_CORE_READ(f, f_inode, i_ino);
@@ -124,36 +186,83 @@ __noinline int sampled_file_begin(__u32 slot)
 	v = bpf_map_lookup_elem(&sampled_files, &s->file);
 	if (v) {
 		__sync_fetch_and_add(&v->calls, 1);
-		return 0;
+		return;
 	}
 	s->path_ready = call_file_resolve(s->nr, s->arg0, s->arg1, 1 + slot) ? 1 : 2;
 	b = s->path_ready == 1 ? this_path_buf(1 + slot) : NULL;
 	bpf_map_update_elem(&sampled_files, &s->file, &zero, BPF_NOEXIST);
 	v = bpf_map_lookup_elem(&sampled_files, &s->file);
 	if (!v)
-		return 0;
+		return;
 	__sync_fetch_and_add(&v->calls, 1);
 	if (!b)
-		return 0;
+		return;
 	bpf_probe_read_kernel(v->path, sizeof(v->path), b->path);
 	v->path_kind = b->kind;
 	v->path_len = b->len < PATH_HALF ? b->len : PATH_HALF;
 	v->path_truncated = b->truncated || b->len >= PATH_HALF;
 	v->inode_mode = b->inode_mode;
+}
+
+/* Say in path buffer `slot` that the call's file cannot be told. */
+static __always_inline bool path_buf_mark_unknown(__u32 slot)
+{
+	struct path_buf *b = this_path_buf(slot);
+
+	if (!b)
+		return false;
+	b->kind = PATH_UNKNOWN;
+	b->len = 0;
+	b->truncated = 0;
+	b->inode = 0;
+	b->inode_mode = 0;
+	return true;
+}
+
+/* The call in this CPU's sampled-call `slot`, begun by the running task:
+ * the file its fd names, if any, is its file unless the file's position
+ * lock says otherwise; then the call keeps no file until its path is
+ * resolved, which judges again (a lock seen free once may be one the call
+ * is about to take, or one its sibling just let go). A global function,
+ * checked once by the verifier rather than once per slot and caller
+ * state. */
+__noinline int sampled_file_begin(__u32 slot)
+{
+	struct cpu_state *cs = this_cpu();
+	struct sampled_call *s;
+	struct file *f;
+
+	if (!cs)
+		return 0;
+	slot &= SAMPLED_CALLS - 1;
+	s = &cs->sampled[slot];
+	s->has_file = 0;
+	s->file_doubted = 0;
+	f = (struct file *)call_fd_file(false, s->nr, s->arg0, s->arg1);
+	if (!f)
+		return 0;
+	if (sampled_file_claim((__u64)f, s->nr) != FILE_NAMED) {
+		s->file_doubted = 1;
+		return 0;
+	}
+	sampled_file_keep(s, slot, f);
 	return 0;
 }
 
 /* The path of the call in this CPU's sampled-call `slot` (begun by the
  * running task), into the slot's path buffer: the file its fd names now,
  * unless that is not the file its first tick found (another thread closed
- * the fd and the number went to a new file since): then unknown. A global
- * function, like sampled_file_begin. */
+ * the fd and the number went to a new file since: then unknown), or, when
+ * its first tick doubted the file, unless the file's position lock still
+ * says it is another file's (or cannot tell). A global function, like
+ * sampled_file_begin. */
 __noinline int sampled_path_resolve(__u32 slot)
 {
 	struct cpu_state *cs = this_cpu();
 	struct sampled_call *s;
 	struct file *f;
 	__u8 how;
+	int claim;
 
 	if (!cs)
 		return 0;
@@ -162,11 +271,24 @@ __noinline int sampled_path_resolve(__u32 slot)
 	how = syscall_file_arg(s->nr);
 	if (how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1) {
 		f = (struct file *)call_fd_file(false, s->nr, s->arg0, s->arg1);
+		claim = s->file_doubted && f ? sampled_file_claim((__u64)f, s->nr) : FILE_NAMED;
+		if (claim == FILE_UNKNOWN) {
+			s->path_ready = path_buf_mark_unknown(1 + slot) ? 1 : 2;
+			return 0;
+		}
 		/* (No file at the first tick: the fd was closed by then.) */
-		if (!f || !s->has_file || BPF_CORE_READ(f, f_inode, i_ino) != s->file.inode ||
-		    BPF_CORE_READ(f, f_inode, i_sb, s_dev) != s->file.dev) {
+		if (!f || claim == FILE_REUSED ||
+		    (!s->file_doubted &&
+		     (!s->has_file || BPF_CORE_READ(f, f_inode, i_ino) != s->file.inode ||
+		      BPF_CORE_READ(f, f_inode, i_sb, s_dev) != s->file.dev))) {
 			s->path_ready = path_buf_mark_reused(1 + slot) ? 1 : 2;
 			return 0;
+		}
+		if (s->file_doubted) {
+			s->file_doubted = 0;
+			sampled_file_keep(s, slot, f);
+			if (s->path_ready)
+				return 0;
 		}
 	}
 	s->path_ready = call_file_resolve(s->nr, s->arg0, s->arg1, 1 + slot) ? 1 : 2;

@@ -108,6 +108,10 @@ pub enum FilePath {
     /// Unknown: the call's fd named another file when it ended (another
     /// thread closed it and the number was reused).
     FdReused,
+    /// Unknown, for no reason stalltop can prove (sampled: another task
+    /// holds the position lock of the file the fd names, and is not seen
+    /// using that file).
+    Unknown,
 }
 
 impl FilePath {
@@ -119,6 +123,7 @@ impl FilePath {
             FilePath::Given(path) => Some(path.clone()),
             FilePath::Special { kind, inode } => Some(format!("{kind}:[{inode}]")),
             FilePath::FdReused => Some(FD_REUSED.into()),
+            FilePath::Unknown => Some(UNKNOWN_FILE.into()),
         }
     }
 
@@ -129,6 +134,7 @@ impl FilePath {
             PATH_DENTRIES => dentry_path(used, truncated, mode, inode),
             PATH_USER => FilePath::Given(comm_str(used)),
             PATH_FD_REUSED => FilePath::FdReused,
+            PATH_UNKNOWN => FilePath::Unknown,
             _ => FilePath::None,
         }
     }
@@ -326,6 +332,9 @@ const PATH_USER: u32 = types::path_kind::PATH_USER.0;
 const PATH_FD_REUSED: u32 = types::path_kind::PATH_FD_REUSED.0;
 /// How a file whose fd was reused during the call reads where its path would.
 const FD_REUSED: &str = "(unknown: its fd was reused during the call)";
+const PATH_UNKNOWN: u32 = types::path_kind::PATH_UNKNOWN.0;
+/// How a file that cannot be told reads where its path would.
+const UNKNOWN_FILE: &str = "(unknown)";
 const S_IFMT_SOCK: u32 = 0o140000;
 const S_IFMT_FIFO: u32 = 0o010000;
 

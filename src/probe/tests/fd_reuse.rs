@@ -4,7 +4,8 @@
 //! goes on with the file it started on (it holds a reference); stalltop must not name the new
 //! file, which the fd names when the call ends: exact mode compares the fd's file at entry and
 //! exit; sampled mode, which first sees the call at a sampler tick, tells by the position lock
-//! such a read holds on its own file.
+//! such a read holds on its own file. And the other side of that lock: threads that write one
+//! shared log wait for it inside their calls, and keep their file.
 
 use std::os::fd::IntoRawFd;
 use std::time::Duration;
@@ -154,4 +155,94 @@ fn tp_btf_sampled_a_slow_read_whose_fd_another_thread_reused_never_names_the_new
         "{paths:#?}"
     );
     assert!(paths.contains(&FilePath::FdReused), "{paths:#?}");
+}
+
+/// Threads writing one shared log, as a logging library's threads do: LOG_WRITERS threads
+/// append LOG_CHUNK bytes at a time through one fd that nobody closes. Each write holds the
+/// file's position lock, so the others wait for it (spinning while the holder runs) inside
+/// their own writes: their first tick finds the lock held by a sibling.
+const LOG_WRITERS: usize = 4;
+const LOG_CHUNK: usize = 4 << 20;
+const LOG_WRITES_EACH: usize = 8;
+
+/// The writers' thread ids, and whether every write wrote its whole chunk.
+fn write_one_log_from_threads(fd: i32) -> (Vec<u32>, bool) {
+    let start = std::sync::Barrier::new(LOG_WRITERS);
+    std::thread::scope(|scope| {
+        let writers: Vec<_> = (0..LOG_WRITERS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let chunk = vec![b'l'; LOG_CHUNK];
+                    // SAFETY: gettid has no preconditions.
+                    let tid = unsafe { libc::gettid() } as u32;
+                    start.wait();
+                    let whole = (0..LOG_WRITES_EACH).all(|_| {
+                        // SAFETY: `chunk` is LOG_CHUNK long and alive for the call; `fd` is open.
+                        let n = unsafe { libc::write(fd, chunk.as_ptr().cast(), LOG_CHUNK) };
+                        n == LOG_CHUNK as isize
+                    });
+                    (tid, whole)
+                })
+            })
+            .collect();
+        let done: Vec<(u32, bool)> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        (
+            done.iter().map(|&(tid, _)| tid).collect(),
+            done.iter().all(|&(_, whole)| whole),
+        )
+    })
+}
+
+/// One attempt; contaminated when too few writes held a CPU long enough to be listed (the
+/// page cache had the pages at hand).
+fn shared_log_once(attach: AttachMode) -> Result<(), Contaminated> {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(dir.path().join("shared.log")).unwrap();
+    let config = ProbeConfig {
+        syscalls: SyscallMode::Sampled,
+        ..config(attach)
+    };
+    let mut storage = ObjectStorage::default();
+    let mut session = Session::start(&config, &mut storage).expect("probes load");
+    let (tids, whole) = write_one_log_from_threads(log.as_raw_fd());
+    assert!(whole, "a write to the log was short");
+    let records = session.poll(Duration::from_millis(100));
+    let writes: Vec<SlowSyscall> = event::decode(&records)
+        .into_iter()
+        .filter_map(|e| match e {
+            Ok(Event::Syscall(c))
+                if tids.contains(&c.task.tid) && c.nr == libc::SYS_write as u32 =>
+            {
+                Some(c)
+            }
+            _ => None,
+        })
+        .collect();
+    if writes.len() < LOG_WRITERS {
+        return Err(Contaminated(format!(
+            "only {} slow writes of {LOG_WRITERS} threads writing {LOG_WRITES_EACH} x {} MiB",
+            writes.len(),
+            LOG_CHUNK >> 20
+        )));
+    }
+    let named = |p: &FilePath| matches!(p, FilePath::Resolved { path, .. } if path.ends_with("/shared.log"));
+    let others: Vec<&SlowSyscall> = writes.iter().filter(|c| !named(&c.path)).collect();
+    assert!(
+        others.is_empty(),
+        "{} of {} slow writes to the shared log do not name it: {others:#?}",
+        others.len(),
+        writes.len()
+    );
+    Ok(())
+}
+
+#[test]
+fn tp_btf_sampled_threads_sharing_one_log_keep_their_file() {
+    until_clean(|| shared_log_once(AttachMode::TpBtf));
+}
+
+#[test]
+fn raw_tp_sampled_threads_sharing_one_log_keep_their_file() {
+    until_clean(|| shared_log_once(AttachMode::RawTp));
 }
