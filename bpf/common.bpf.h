@@ -241,13 +241,30 @@ static __always_inline void *record_reserve(__u16 kind, __u16 size, __u64 now)
 }
 
 /* Batch wakeups: one per RINGBUF_WAKEUP_BYTES, never one per record. */
+static __always_inline __u64 record_wakeup(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RINGBUF_WAKEUP_BYTES ?
+		       BPF_RB_FORCE_WAKEUP :
+		       BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void record_submit(void *rec)
 {
-	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= RINGBUF_WAKEUP_BYTES ?
-			      BPF_RB_FORCE_WAKEUP :
-			      BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(rec, record_wakeup());
+}
 
-	bpf_ringbuf_submit(rec, flags);
+/* Send a copy of `rec` (`size` bytes, its header filled: a record held
+ * back in a map) at `now`; rate limits and losses count as for
+ * record_reserve. */
+static __always_inline void record_output(void *rec, __u64 size, __u64 now)
+{
+	struct record_header *h = rec;
+	__u16 kind = h->kind;
+
+	if (!record_allowed(kind, now))
+		return;
+	if (bpf_ringbuf_output(&events, rec, size, record_wakeup()))
+		count(COUNTER_LOST_BASE + kind);
 }
 
 /* Slot of `v` in a histogram with 2^HIST_SUB_BITS sub-buckets per power of

@@ -4,33 +4,18 @@
  * loads; a stack is taken only when it can explain something (a softirq
  * waiting on this CPU, a task long inside a syscall), and a
  * gap between ticks far beyond the period, less the time the host took
- * the vCPU meanwhile (steal), is reported as irqs-off.
+ * the vCPU meanwhile (steal), is reported as irqs-off: at once where the
+ * steal is known at once, else once the run queue's steal has caught up
+ * (see bpf/steal.bpf.h).
  */
 #ifndef STALLTOP_SAMPLER_BPF_H
 #define STALLTOP_SAMPLER_BPF_H
 
 #include "common.bpf.h"
 #include "softirq.bpf.h"
+#include "steal.bpf.h"
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
-
-/* x86 KVM guests: how far this CPU's KVM steal time lies from its run
- * queue (both per-CPU variables), from the kernel's BTF; 0 elsewhere. Its
- * first field is the vCPU's steal clock in ns, which the host updates
- * whenever it runs the vCPU again: current at the first tick after a gap.
- * (Read by address: a typed ksym of a per-CPU variable needs a kernel
- * whose kallsyms lists data.) */
-const volatile __s64 steal_time_from_rq = 0;
-
-/* This vCPU's steal time so far, in ns; 0 where unknown. */
-static __always_inline __u64 host_steal_ns(bool btf)
-{
-	__u64 rq = steal_time_from_rq ? current_rq(btf) : 0, steal = 0;
-
-	if (!rq || bpf_probe_read_kernel(&steal, sizeof(steal), (void *)(rq + steal_time_from_rq)))
-		return 0;
-	return steal;
-}
 
 /* Keep stacks once something has waited (or a call run) this long. */
 const volatile __u64 sample_after_ns = 1000 * 1000;
@@ -56,27 +41,69 @@ static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *c
 	return why;
 }
 
+/* Fill sample `e` from this tick (`why`), its stacks from `ctx`. */
+static __always_inline void sample_fill(bool btf, struct bpf_perf_event_data *ctx,
+					struct sample_event *e, __u64 gap, __u64 gap_steal,
+					__s32 syscall, __u32 why)
+{
+	long len;
+
+	task_ref_fill(btf, &e->task, current_task(btf));
+	e->gap_ns = gap;
+	e->gap_steal_ns = gap_steal;
+	e->syscall = syscall;
+	e->why = why;
+	len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	e->kstack_len = len > 0 ? len : 0;
+	len = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
+	e->ustack_len = len > 0 ? len : 0;
+}
+
+/* The gap of `gap` ns that ends at this tick (`now`) is over the threshold
+ * before the hypervisor's share is known (steal_lags): hold its record
+ * until the run queue's steal has caught up, from `steal_before`. */
+static __always_inline void gap_hold(bool btf, struct bpf_perf_event_data *ctx,
+				     struct cpu_state *cs, __u64 now, __u64 gap, __u64 steal_before,
+				     __u64 steal, __s32 syscall)
+{
+	struct steal_pending *p = this_steal_pending();
+
+	if (!p)
+		return;
+	if (cs->steal_pending & STEAL_PENDING_GAP)
+		steal_pending_send(steal, now, 1);
+	p->gap.hdr.kind = KIND_IRQOFF;
+	p->gap.hdr.size = sizeof(p->gap);
+	p->gap.hdr.cpu = bpf_get_smp_processor_id();
+	p->gap.hdr.ts = now;
+	sample_fill(btf, ctx, &p->gap, gap, 0, syscall, SAMPLE_WHY_GAP);
+	p->gap_wait.steal_before = steal_before;
+	p->gap_wait.jiffies = bpf_jiffies64();
+	p->gap_wait.threshold_ns = stall_threshold_ns;
+	cs->steal_pending |= STEAL_PENDING_GAP;
+}
+
 static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 {
 	struct cpu_state *cs = this_cpu();
 	struct call *call;
 	struct sample_event *e;
-	__u64 now, gap, gap_steal, steal, since, pid_tgid;
+	__u64 now, gap, gap_steal, steal, steal_before, since, pid_tgid;
 	__u32 tid, why;
-	long len;
+	__s32 syscall;
+	bool gap_waits = false;
 
 	if (!cs)
 		return 0;
 	now = bpf_ktime_get_ns();
 	gap = cs->last_tick ? now - cs->last_tick : 0;
-	steal = host_steal_ns(btf);
-	gap_steal = cs->last_tick_steal && steal > cs->last_tick_steal ?
-			    steal - cs->last_tick_steal :
-			    0;
-	if (gap_steal > gap)
-		gap_steal = gap;
+	steal = steal_read(btf, cs);
+	steal_before = cs->last_tick_steal;
+	gap_steal = steal_between(steal_before, steal, gap);
 	cs->last_tick = now;
 	cs->last_tick_steal = steal;
+	if (cs->steal_pending)
+		steal_pending_send(steal, now, 0);
 	pid_tgid = bpf_get_current_pid_tgid();
 	tid = (__u32)pid_tgid;
 	softirq_tick(btf, cs, tid, now);
@@ -87,23 +114,24 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	why = sample_reasons(cs, call, tid, now);
 	/* Only the time the guest itself lost counts: a vCPU the host did
 	 * not run had its interrupts on. */
-	if (gap - gap_steal >= stall_threshold_ns)
-		why |= SAMPLE_WHY_GAP;
+	if (gap - gap_steal >= stall_threshold_ns) {
+		if (steal_lags())
+			gap_waits = true;
+		else
+			why |= SAMPLE_WHY_GAP;
+	}
+	if (!why && !gap_waits)
+		return 0;
+	syscall = call ? call->nr : sampled_syscall_of(cs, tid, &since);
+	if (gap_waits)
+		gap_hold(btf, ctx, cs, now, gap, steal_before, steal, syscall);
 	if (!why)
 		return 0;
 
 	e = record_reserve(why & SAMPLE_WHY_GAP ? KIND_IRQOFF : KIND_SAMPLE, sizeof(*e), now);
 	if (!e)
 		return 0;
-	task_ref_fill(btf, &e->task, current_task(btf));
-	e->gap_ns = gap;
-	e->gap_steal_ns = gap_steal;
-	e->syscall = call ? call->nr : sampled_syscall_of(cs, tid, &since);
-	e->why = why;
-	len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	e->kstack_len = len > 0 ? len : 0;
-	len = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
-	e->ustack_len = len > 0 ? len : 0;
+	sample_fill(btf, ctx, e, gap, gap_steal, syscall, why);
 	record_submit(e);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include "migration.bpf.h"
 #include "slices.bpf.h"
 #include "softirq_stolen.bpf.h"
+#include "steal.bpf.h"
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
 #include "throttle.bpf.h"
@@ -110,23 +111,6 @@ static __always_inline void preemption_record(struct runq_stats *s, __u64 victim
 	}
 	p->count++;
 	p->wait_ns += wait;
-}
-
-/* The vCPU's steal clock: all the time the hypervisor ran something else
- * on it, as the scheduler read it when it updated this run queue's clock
- * (in __schedule, just before sched_switch). 0 without paravirt steal
- * accounting. */
-static __always_inline __u64 steal_clock(bool btf, struct rq *rq)
-{
-	/* Declared here: a vmlinux.h of a kernel without
-	 * CONFIG_PARAVIRT_TIME_ACCOUNTING (Debian's arm64) lacks the field. */
-	struct rq___steal {
-		__u64 prev_steal_time_rq;
-	} __attribute__((preserve_access_index)) *r = (void *)rq;
-
-	if (!bpf_core_field_exists(r->prev_steal_time_rq))
-		return 0;
-	return FIELD(btf, r, prev_steal_time_rq);
 }
 
 /* Slices further apart than this are not interpolated between (and the
@@ -397,7 +381,9 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	__u64 now = bpf_ktime_get_ns();
 	struct cfs_rq *prev_cfs_rq = task_cfs_rq(btf, prev);
 	struct rq *rq = this_rq_of(btf, prev_cfs_rq);
-	__u64 steal_now = rq ? steal_clock(btf, rq) : 0;
+	/* The steal clock as __schedule just brought it up to date (with
+	 * CONFIG_PARAVIRT_TIME_ACCOUNTING; else as of the last tick). */
+	__u64 steal_now = rq ? rq_steal(btf, rq) : 0;
 	__u64 wait = 0;
 	bool waited = next_tid && runq_wait(btf, next, next_tid, rq, now, &wait);
 
@@ -412,8 +398,13 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		 * nobody (tid 0), not by whoever ran before or after. */
 		slice_remember(btf, cs, prev, prev_tid, cs->current_since, now, steal_now);
 		softirq_stolen_settle(btf, cs, prev, prev_tid);
-		if (!prev_tid)
-			cs->last_tick = now; /* idle has no sampler ticks: not a gap */
+		/* Idle has no sampler ticks: its time is no gap, and the steal
+		 * taken meanwhile (a vCPU woken from idle may wait for the host)
+		 * is no part of the next one. */
+		if (!prev_tid) {
+			cs->last_tick = now;
+			cs->last_tick_steal = steal_read(btf, cs);
+		}
 		cs->current_since = now;
 		cs->current_tid = next_tid;
 		cs->current_steal = steal_now;

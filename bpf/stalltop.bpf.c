@@ -44,6 +44,8 @@ enum histogram_layout _histogram_layout = HIST_SLOTS;
 enum runq_slot_layout _runq_slot_layout = RUNQ_SLOTS;
 enum syscall_arg_how _syscall_arg_how = SYSCALL_ARG_NONE;
 enum path_kind _path_kind = PATH_NONE;
+enum steal_source _steal_source = STEAL_NONE;
+enum irq_run_source _irq_run_source = IRQ_RUN_HANDLER;
 
 /* sched_switch gained a 4th argument (prev_state) in 5.18; only the three
  * every kernel passes are declared, so no program reads past them. */
@@ -177,14 +179,14 @@ int BPF_PROG(raw_softirq_exit, unsigned int vec)
 SEC("?tp_btf/irq_handler_entry")
 int BPF_PROG(btf_irq_handler_entry, int irq, struct irqaction *action)
 {
-	COSTED(PROBE_HARDIRQ_ENTRY, on_hardirq_entry());
+	COSTED(PROBE_HARDIRQ_ENTRY, on_hardirq_entry(true, irq));
 	return 0;
 }
 
 SEC("?raw_tp/irq_handler_entry")
 int BPF_PROG(raw_irq_handler_entry, int irq, struct irqaction *action)
 {
-	COSTED(PROBE_HARDIRQ_ENTRY, on_hardirq_entry());
+	COSTED(PROBE_HARDIRQ_ENTRY, on_hardirq_entry(false, irq));
 	return 0;
 }
 
@@ -199,6 +201,34 @@ SEC("?raw_tp/irq_handler_exit")
 int BPF_PROG(raw_irq_handler_exit, int irq, struct irqaction *action)
 {
 	COSTED(PROBE_HARDIRQ_EXIT, on_hardirq_exit(false, irq, action));
+	return 0;
+}
+
+SEC("?tp_btf/hrtimer_expire_entry")
+int BPF_PROG(btf_hrtimer_expire_entry, struct hrtimer *timer)
+{
+	COSTED(PROBE_HRTIMER_ENTRY, on_hrtimer_entry(true, timer));
+	return 0;
+}
+
+SEC("?raw_tp/hrtimer_expire_entry")
+int BPF_PROG(raw_hrtimer_expire_entry, struct hrtimer *timer)
+{
+	COSTED(PROBE_HRTIMER_ENTRY, on_hrtimer_entry(false, timer));
+	return 0;
+}
+
+SEC("?tp_btf/hrtimer_expire_exit")
+int BPF_PROG(btf_hrtimer_expire_exit, struct hrtimer *timer)
+{
+	COSTED(PROBE_HRTIMER_EXIT, on_hrtimer_exit(true, timer));
+	return 0;
+}
+
+SEC("?raw_tp/hrtimer_expire_exit")
+int BPF_PROG(raw_hrtimer_expire_exit, struct hrtimer *timer)
+{
+	COSTED(PROBE_HRTIMER_EXIT, on_hrtimer_exit(false, timer));
 	return 0;
 }
 

@@ -302,7 +302,8 @@ struct slice {
 	__u64 end;
 	__u64 last_start; /* its last slice: [last_start, end] */
 	__u64 held_ns;	  /* the time it held the CPU in all its slices */
-	/* the vCPU's steal clock at start and end (see steal_clock) */
+	/* the vCPU's steal clock at start and end (see rq_steal in
+	 * bpf/steal.bpf.h) */
 	__u64 steal_start;
 	__u64 steal_end;
 	/* softirq time that ran inside its slices (the CPU's, not the task's) */
@@ -409,6 +410,8 @@ enum probe_kind {
 	PROBE_SOFTIRQ_EXIT,
 	PROBE_HARDIRQ_ENTRY,
 	PROBE_HARDIRQ_EXIT,
+	PROBE_HRTIMER_ENTRY,
+	PROBE_HRTIMER_EXIT,
 	PROBE_SYS_ENTER,
 	PROBE_SYS_EXIT,
 	PROBE_CPU_SAMPLE,
@@ -422,6 +425,20 @@ struct probe_cost {
 	__u64 timed;
 	__u64 timed_ns;
 };
+
+/* Something running in hard interrupt context on a CPU (cpu_state.irq_runs,
+ * a stack: a handler that dispatches other irqs runs theirs inside its
+ * own). */
+struct irq_run {
+	__u64 start;
+	__u64 steal;	/* the steal clock at start (see bpf/steal.bpf.h) */
+	__u64 id;	/* what its exit names: the irq, or the hrtimer's address */
+	__u64 function; /* IRQ_RUN_HRTIMER: the callback */
+	__u32 source;	/* IRQ_RUN_* */
+	__u32 _pad;
+};
+
+#define IRQ_NESTING 4
 
 /* Per-CPU state (per-CPU map `cpus`); user space seeds ksoftirqd_tid. */
 struct cpu_state {
@@ -447,7 +464,12 @@ struct cpu_state {
 	__u32 current_tid; /* the running task, switched in at current_since */
 	__u32 _pad2;
 	__u64 refilled[KIND_MAX];
-	__u64 hardirq_entered; /* the running hardirq handler began; 0: none runs */
+	/* What runs in hard interrupt context, outermost first (irq_depth of
+	 * them, at most IRQ_NESTING kept). */
+	struct irq_run irq_runs[IRQ_NESTING];
+	__u32 irq_depth;
+	__u32 steal_pending; /* STEAL_PENDING_* records held (bpf/steal.bpf.h) */
+	__u64 rq;	     /* this CPU's run queue's address, once known */
 	struct slice slices[SLICES];
 	/* One slot per thread found in a call: short visitors (the tasks a
 	 * long call yields to) take the others, not the long call's. */
@@ -485,15 +507,35 @@ struct carried_wait {
 	__u32 _pad;
 };
 
-/* KIND_HARDIRQ: the handler `name` of irq `irq` ran run_ns until ts, in
- * hardirq context (interrupts off), over the task `ctx` it interrupted. */
+/* Where the sampler and the interrupt probes read the vCPU's steal clock
+ * (rodata `steal_source`, set by user space, which tells a VM from bare
+ * metal; see bpf/steal.bpf.h). */
+enum steal_source {
+	STEAL_NONE = 0, /* bare metal, or a VM whose kernel accounts no steal */
+	STEAL_KVM = 1,	/* x86 KVM guests: KVM's per-vCPU steal time */
+	STEAL_RQ = 2,	/* the run queue's copies of the paravirt steal clock */
+};
+
+/* What ran in hard interrupt context (hardirq_event.source). */
+enum irq_run_source {
+	IRQ_RUN_HANDLER = 0, /* an irq handler: `irq`, `name` */
+	IRQ_RUN_HRTIMER = 1, /* an hrtimer callback: `function` */
+};
+
+/* KIND_HARDIRQ: something ran in hard interrupt context (interrupts off)
+ * until ts, over the task `ctx` it interrupted: the handler `name` of irq
+ * `irq`, or (`source`) the callback at `function`. run_ns is its run less
+ * the time the hypervisor took the vCPU meanwhile (steal_ns). Records
+ * before `function` and `steal_ns` end at `ctx`, with source 0. */
 struct hardirq_event {
 	struct record_header hdr;
 	__u64 run_ns;
 	__u32 irq;
-	__u32 _pad;
+	__u32 source;	     /* IRQ_RUN_* */
 	__u8 name[COMM_LEN]; /* the irqaction's name, cut to COMM_LEN */
 	struct task_ref ctx;
+	__u64 function; /* the callback's kernel address (hrtimer) */
+	__u64 steal_ns;
 };
 
 /* Per-task state (map `tasks` or task storage). Internal to BPF. */

@@ -356,15 +356,16 @@ static __always_inline void syscall_event_send(const struct task_ref *task, __s3
 #define S_IFIFO 0010000
 #define S_IFCHR 0020000
 
-/* Say in path buffer `slot` that the call's fd named another file than
- * the call used: the file is unknown (the one it used may be freed). */
-static __always_inline bool path_buf_mark_reused(__u32 slot)
+/* Say in path buffer `slot` why the call's file is unknown (`kind`:
+ * PATH_FD_REUSED, the fd named another file than the call used, which may
+ * be freed; or PATH_UNKNOWN). */
+static __always_inline bool path_buf_mark_unknown(__u32 slot, __u32 kind)
 {
 	struct path_buf *b = this_path_buf(slot);
 
 	if (!b)
 		return false;
-	b->kind = PATH_FD_REUSED;
+	b->kind = kind;
 	b->len = 0;
 	b->truncated = 0;
 	b->inode = 0;
@@ -409,7 +410,7 @@ static __always_inline bool call_waits(const struct call *c)
 static __always_inline int call_path_slot(bool btf, const struct call *c)
 {
 	if (c->file && call_fd_file(btf, c->nr, c->arg0, c->arg1) != c->file)
-		return path_buf_mark_reused(0) ? 0 : -1;
+		return path_buf_mark_unknown(0, PATH_FD_REUSED) ? 0 : -1;
 	return call_file_resolve(c->nr, c->arg0, c->arg1, 0) ? 0 : -1;
 }
 

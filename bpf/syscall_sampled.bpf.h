@@ -204,21 +204,6 @@ static __always_inline void sampled_file_keep(struct sampled_call *s, __u32 slot
 	v->inode_mode = b->inode_mode;
 }
 
-/* Say in path buffer `slot` that the call's file cannot be told. */
-static __always_inline bool path_buf_mark_unknown(__u32 slot)
-{
-	struct path_buf *b = this_path_buf(slot);
-
-	if (!b)
-		return false;
-	b->kind = PATH_UNKNOWN;
-	b->len = 0;
-	b->truncated = 0;
-	b->inode = 0;
-	b->inode_mode = 0;
-	return true;
-}
-
 /* The call in this CPU's sampled-call `slot`, begun by the running task:
  * the file its fd names, if any, is its file unless the file's position
  * lock says otherwise; then the call keeps no file until its path is
@@ -273,7 +258,7 @@ __noinline int sampled_path_resolve(__u32 slot)
 		f = (struct file *)call_fd_file(false, s->nr, s->arg0, s->arg1);
 		claim = s->file_doubted && f ? sampled_file_claim((__u64)f, s->nr) : FILE_NAMED;
 		if (claim == FILE_UNKNOWN) {
-			s->path_ready = path_buf_mark_unknown(1 + slot) ? 1 : 2;
+			s->path_ready = path_buf_mark_unknown(1 + slot, PATH_UNKNOWN) ? 1 : 2;
 			return 0;
 		}
 		/* (No file at the first tick: the fd was closed by then.) */
@@ -281,7 +266,7 @@ __noinline int sampled_path_resolve(__u32 slot)
 		    (!s->file_doubted &&
 		     (!s->has_file || BPF_CORE_READ(f, f_inode, i_ino) != s->file.inode ||
 		      BPF_CORE_READ(f, f_inode, i_sb, s_dev) != s->file.dev))) {
-			s->path_ready = path_buf_mark_reused(1 + slot) ? 1 : 2;
+			s->path_ready = path_buf_mark_unknown(1 + slot, PATH_FD_REUSED) ? 1 : 2;
 			return 0;
 		}
 		if (s->file_doubted) {

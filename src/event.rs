@@ -14,6 +14,12 @@ const _: () = assert!(std::mem::size_of::<types::runq_event>() == 128);
 const RUNQ_EVENT_BEFORE_THROTTLE: usize = 104;
 /// Sample records before they carried the steal over a gap (`gap_steal_ns`).
 const SAMPLE_EVENT_BEFORE_STEAL: usize = std::mem::size_of::<types::sample_event>() - 8;
+const RUNQ_OLDER: &[usize] = &[RUNQ_EVENT_BEFORE_THROTTLE, RUNQ_EVENT_BEFORE_MIGRATIONS];
+const SAMPLE_OLDER: &[usize] = &[SAMPLE_EVENT_BEFORE_STEAL];
+const HARDIRQ_OLDER: &[usize] = &[HARDIRQ_EVENT_BEFORE_CALLBACKS];
+/// Hardirq records before they carried a callback (`function`) and the steal over the run
+/// (`steal_ns`): still read, as handler runs with no steal known.
+const HARDIRQ_EVENT_BEFORE_CALLBACKS: usize = std::mem::size_of::<types::hardirq_event>() - 16;
 /// Run-queue records before they carried migrations (`waited_from_cpu`,
 /// `migrations`): still read, as waits that did not move.
 const RUNQ_EVENT_BEFORE_MIGRATIONS: usize = 120;
@@ -169,8 +175,9 @@ pub struct Sample {
     pub user_stack: Vec<u64>,
 }
 
-/// Hardirq handler `handler` of irq `irq` ran `run_ns` until `ts_ns`, interrupts off, over
-/// `ctx`.
+/// Something ran in hard interrupt context (interrupts off) until `ts_ns`, over `ctx`: the
+/// handler `handler` of irq `irq`, or the hrtimer callback at `hrtimer`. `run_ns` is its run
+/// less `steal_ns`, the time the hypervisor took the vCPU meanwhile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HardirqRun {
     pub cpu: u32,
@@ -178,6 +185,9 @@ pub struct HardirqRun {
     pub run_ns: u64,
     pub irq: u32,
     pub handler: String,
+    /// An hrtimer callback's kernel address (None: an irq handler).
+    pub hrtimer: Option<u64>,
+    pub steal_ns: u64,
     pub ctx: TaskRef,
 }
 
@@ -238,13 +248,33 @@ pub fn decode(mut bytes: &[u8]) -> Vec<Result<Event, DecodeError>> {
 
 fn decode_one(header: &types::record_header, record: &[u8]) -> Result<Event, DecodeError> {
     match header.kind {
-        KIND_RUNQ => Ok(Event::Runq(runq_wait(runq_event(header.kind, record)?))),
-        KIND_TAKEOVER => Ok(Event::Takeover(runq_wait(runq_event(header.kind, record)?))),
+        KIND_RUNQ => Ok(Event::Runq(runq_wait(upgraded(
+            header.kind,
+            record,
+            RUNQ_OLDER,
+        )?))),
+        KIND_TAKEOVER => Ok(Event::Takeover(runq_wait(upgraded(
+            header.kind,
+            record,
+            RUNQ_OLDER,
+        )?))),
         KIND_SOFTIRQ => Ok(Event::Softirq(softirq_delay(exact(header.kind, record)?))),
         KIND_SYSCALL => Ok(Event::Syscall(slow_syscall(exact(header.kind, record)?))),
-        KIND_SAMPLE => Ok(Event::Sample(sample(sample_event(header.kind, record)?))),
-        KIND_IRQOFF => Ok(Event::Irqoff(sample(sample_event(header.kind, record)?))),
-        KIND_HARDIRQ => Ok(Event::Hardirq(hardirq_run(exact(header.kind, record)?))),
+        KIND_SAMPLE => Ok(Event::Sample(sample(upgraded(
+            header.kind,
+            record,
+            SAMPLE_OLDER,
+        )?))),
+        KIND_IRQOFF => Ok(Event::Irqoff(sample(upgraded(
+            header.kind,
+            record,
+            SAMPLE_OLDER,
+        )?))),
+        KIND_HARDIRQ => Ok(Event::Hardirq(hardirq_run(upgraded(
+            header.kind,
+            record,
+            HARDIRQ_OLDER,
+        )?))),
         kind => Err(DecodeError::UnknownKind(kind)),
     }
 }
@@ -266,23 +296,18 @@ fn exact<T: plain::Plain + Default>(kind: u16, record: &[u8]) -> Result<T, Decod
     })
 }
 
-/// A run-queue record of this layout or of an earlier one (the fields it lacks zero).
-fn runq_event(kind: u16, record: &[u8]) -> Result<types::runq_event, DecodeError> {
-    if ![RUNQ_EVENT_BEFORE_THROTTLE, RUNQ_EVENT_BEFORE_MIGRATIONS].contains(&record.len()) {
+/// The record as `T`, of its layout or of one of the `older` (shorter) ones, whose missing
+/// trailing fields read as zero.
+fn upgraded<T: plain::Plain + Default>(
+    kind: u16,
+    record: &[u8],
+    older: &[usize],
+) -> Result<T, DecodeError> {
+    if !older.contains(&record.len()) {
         return exact(kind, record);
     }
     let mut extended = record.to_vec();
-    extended.resize(std::mem::size_of::<types::runq_event>(), 0);
-    exact(kind, &extended)
-}
-
-/// A sample record of this layout or of the one before `gap_steal_ns` (unknown: zero).
-fn sample_event(kind: u16, record: &[u8]) -> Result<types::sample_event, DecodeError> {
-    if record.len() != SAMPLE_EVENT_BEFORE_STEAL {
-        return exact(kind, record);
-    }
-    let mut extended = record.to_vec();
-    extended.resize(std::mem::size_of::<types::sample_event>(), 0);
+    extended.resize(std::mem::size_of::<T>(), 0);
     exact(kind, &extended)
 }
 
@@ -335,6 +360,7 @@ const FD_REUSED: &str = "(unknown: its fd was reused during the call)";
 const PATH_UNKNOWN: u32 = types::path_kind::PATH_UNKNOWN.0;
 /// How a file that cannot be told reads where its path would.
 const UNKNOWN_FILE: &str = "(unknown)";
+const IRQ_RUN_HRTIMER: u32 = types::irq_run_source::IRQ_RUN_HRTIMER.0;
 const S_IFMT_SOCK: u32 = 0o140000;
 const S_IFMT_FIFO: u32 = 0o010000;
 
@@ -423,6 +449,8 @@ fn hardirq_run(e: types::hardirq_event) -> HardirqRun {
         run_ns: e.run_ns,
         irq: e.irq,
         handler: comm_str(&e.name),
+        hrtimer: (e.source == IRQ_RUN_HRTIMER).then_some(e.function),
+        steal_ns: e.steal_ns,
         ctx: task_ref(&e.ctx),
     }
 }

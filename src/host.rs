@@ -7,6 +7,7 @@ use rustix::time::{clock_gettime, ClockId, Timespec};
 
 use crate::cpulist::CpuList;
 use crate::stream::HostInfo;
+use crate::vm::Machine;
 
 pub fn info() -> HostInfo {
     let read = |path: &str| {
@@ -29,6 +30,7 @@ pub fn info() -> HostInfo {
         kernel: read("/proc/sys/kernel/osrelease"),
         cpus: u32::try_from(online.len()).unwrap_or(u32::MAX).max(1),
         online: Some(online),
+        machine: Some(Machine::detect()),
     }
 }
 

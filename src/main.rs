@@ -24,6 +24,7 @@ mod symbols;
 mod syscall_table;
 mod tui;
 mod ui;
+mod vm;
 
 use std::process::ExitCode;
 

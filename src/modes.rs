@@ -161,3 +161,20 @@ mod tests {
         }
     }
 }
+
+/// Where the sampler and the interrupt probes read the time the hypervisor took the vCPU
+/// (`enum steal_source` of bpf/stalltop.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StealSource {
+    /// Bare metal, or a VM whose kernel is told no steal: none is taken out.
+    #[serde(rename = "none")]
+    None,
+    /// x86 KVM guests: KVM's per-vCPU steal time, current at any moment.
+    #[serde(rename = "kvm")]
+    Kvm,
+    /// The run queue's copies of the paravirt steal clock (any hypervisor the kernel reads
+    /// steal from), brought up to date at the CPU's scheduler ticks: gaps and interrupt runs
+    /// are judged a tick after they end.
+    #[serde(rename = "run queue")]
+    RunQueue,
+}

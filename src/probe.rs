@@ -17,7 +17,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 
-pub use config::{DEFAULT_SAMPLE_HZ, HARDIRQ_THRESHOLD_NS};
+pub use config::{choose_steal_source, DEFAULT_SAMPLE_HZ, HARDIRQ_THRESHOLD_NS};
 pub use features::KernelFeatures;
 pub use libbpf_log::install as route_libbpf_logs;
 pub use loader::{ObjectStorage, ProbeConfig};

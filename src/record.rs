@@ -56,7 +56,7 @@ mod tests {
 
     use super::*;
     use crate::histogram::Histogram;
-    use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
+    use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, StealSource, SyscallMode};
     use crate::stream::{
         CgroupRunq, CgroupThrottle, Counters, Entry, Header, HostInfo, KernelSnapshot, NameTable,
         Preemptor, ProgramCost, Settings, SoftirqStats, SoftirqStolen, SyscallStats,
@@ -70,6 +70,7 @@ mod tests {
                 kernel: "6.8.0-45-generic".into(),
                 cpus: 16,
                 online: None,
+                machine: None,
             },
             start_ns: 1_234_567_890_123,
             wall_clock_offset_ns: 1_700_000_000_000_000_000,
@@ -84,6 +85,7 @@ mod tests {
                 syscalls: SyscallMode::Exact,
                 softirq_time: SoftirqTime::Exact,
                 softirq_delay_timing: None,
+                steal: StealSource::None,
             },
             warnings: vec!["CPU X-ray sampler is off: test".into()],
             probes: vec![],

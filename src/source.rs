@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::modes::StealSource;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -229,7 +230,14 @@ impl Names {
                 _ => None,
             })
             .collect();
-        let symbols = self.stacks.name(&samples);
+        let callbacks: Vec<u64> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Hardirq(h) => h.hrtimer,
+                _ => None,
+            })
+            .collect();
+        let symbols = self.stacks.name(&samples, &callbacks);
         let cgroups = self.resolver.resolved_since_last_call();
         let pods = self
             .pods
@@ -295,6 +303,7 @@ pub fn session_header(
             syscalls: info.syscalls,
             softirq_time: info.softirq_time,
             softirq_delay_timing: Some(info.softirq_delay),
+            steal: config.steal,
         },
         warnings: info.warnings.clone(),
         probes: info.probes.clone(),
@@ -321,6 +330,15 @@ pub fn probe_config(
         cgroup_v1_cpu: hierarchy.uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
         features: probe::KernelFeatures::detect(),
+        steal: StealSource::None,
+    };
+    let config = ProbeConfig {
+        steal: probe::choose_steal_source(
+            &crate::vm::Machine::detect(),
+            &config.features,
+            crate::vm::steal_accounted(),
+        ),
+        ..config
     };
     Ok((config, hierarchy))
 }

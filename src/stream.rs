@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuList;
 use crate::histogram::Histogram;
-use crate::modes::{Attach, CgroupHierarchy, SoftirqDelay, SoftirqTime, SyscallMode};
+use crate::modes::{Attach, CgroupHierarchy, SoftirqDelay, SoftirqTime, StealSource, SyscallMode};
+use crate::vm::Machine;
 
 /// One item of the stream. A recording is a header followed by these.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +71,9 @@ pub struct HostInfo {
     /// then the first `cpus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub online: Option<CpuList>,
+    /// Whether it is a VM (recordings before this field: not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
 }
 
 impl HostInfo {
@@ -107,6 +111,10 @@ pub struct Settings {
         skip_serializing_if = "Option::is_none"
     )]
     pub softirq_delay_timing: Option<SoftirqDelay>,
+    /// Where the sampler and the interrupt probes read the hypervisor's steal (recordings
+    /// before this field: none).
+    #[serde(default = "no_steal")]
+    pub steal: StealSource,
 }
 
 impl Settings {
@@ -128,6 +136,10 @@ fn exact_syscalls() -> SyscallMode {
 
 fn exact_softirq_time() -> SoftirqTime {
     SoftirqTime::Exact
+}
+
+fn no_steal() -> StealSource {
+    StealSource::None
 }
 
 /// Aggregate kernel state at `ts_ns`, cumulative since the probes loaded.

@@ -1,4 +1,4 @@
-//! Names for the code addresses in sampled stacks: kernel addresses via
+//! Names for the code addresses in sampled stacks and of hrtimer callbacks: kernel addresses via
 //! kallsyms, user addresses via the process's mappings (blazesym). Each
 //! address is looked up once; the names go into the entry stream so a
 //! recording replays with names on any machine.
@@ -38,12 +38,14 @@ impl StackNamer {
         namer
     }
 
-    /// Names for the addresses of `samples` not named before.
-    pub fn name(&mut self, samples: &[&Sample]) -> NewNames {
+    /// Names for the addresses of `samples` and the kernel `functions` (hrtimer callbacks)
+    /// not named before.
+    pub fn name(&mut self, samples: &[&Sample], functions: &[u64]) -> NewNames {
         let mut names = NewNames::default();
         let kernel: Vec<u64> = samples
             .iter()
             .flat_map(|s| s.kernel_stack.iter().copied())
+            .chain(functions.iter().copied())
             .filter(|a| self.kernel_known.insert(*a))
             .collect();
         if !kernel.is_empty() {

@@ -226,7 +226,7 @@ fn kernel_since(latest: &KernelSnapshot, baseline: &KernelSnapshot) -> KernelSna
 mod tests {
     use super::*;
     use crate::histogram::Histogram;
-    use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
+    use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, StealSource, SyscallMode};
     use crate::stream::{CgroupRunq, Counters, HostInfo, ProgramCost, Settings};
 
     const MS: u64 = 1_000_000;
@@ -238,6 +238,7 @@ mod tests {
                 kernel: "k".into(),
                 cpus: 2,
                 online: None,
+                machine: None,
             },
             start_ns: 0,
             wall_clock_offset_ns: 0,
@@ -252,6 +253,7 @@ mod tests {
                 syscalls: SyscallMode::Exact,
                 softirq_time: SoftirqTime::Exact,
                 softirq_delay_timing: None,
+                steal: StealSource::None,
             },
             warnings: vec![],
             probes: vec![],

@@ -12,7 +12,7 @@ use crate::event::testing::{
     runq_record, sample_record, softirq_record, syscall_record, task, throttled_runq_record,
 };
 use crate::histogram::Histogram;
-use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
+use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, StealSource, SyscallMode};
 use crate::record::{self, Recording, Writer};
 use crate::stream::{
     CgroupRunq, CgroupThrottle, Counters, Entry, Header, HostInfo, KernelSnapshot, NameTable,
@@ -54,6 +54,7 @@ pub fn header(cpus: u32) -> Header {
             kernel: "5.4.0-150-generic".into(),
             cpus,
             online: None,
+            machine: None,
         },
         start_ns: START,
         wall_clock_offset_ns: 1_700_000_000 * S as i64,
@@ -68,6 +69,7 @@ pub fn header(cpus: u32) -> Header {
             syscalls: SyscallMode::Exact,
             softirq_time: SoftirqTime::Exact,
             softirq_delay_timing: None,
+            steal: StealSource::None,
         },
         warnings: vec![],
         probes: vec![],

@@ -90,6 +90,9 @@ pub struct StallRow {
 pub struct HardirqRow {
     pub irq: u32,
     pub handler: String,
+    /// An hrtimer callback's name (then `irq` is 0 and `handler` empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hrtimer: Option<String>,
     pub run_ns: u64,
 }
 

@@ -140,7 +140,21 @@ impl Stall {
     /// The longest handler run, when hardirq handlers ran at least half of the stall's gaps
     /// (the stall is irqs-off for their sake, not the interrupted task's).
     pub fn hardirq_cause(&self) -> Option<&HardirqRun> {
-        let ran: u64 = self.hardirqs.iter().map(|h| h.run_ns).sum();
+        // Runs nest (a handler that dispatches other irqs): count the time they cover once.
+        let mut spans: Vec<(u64, u64)> = self
+            .hardirqs
+            .iter()
+            .map(|h| (h.ts_ns.saturating_sub(h.run_ns), h.ts_ns))
+            .collect();
+        spans.sort_unstable();
+        let (mut ran, mut reached) = (0, 0);
+        for (start, end) in spans {
+            let start = start.max(reached);
+            if end > start {
+                ran += end - start;
+                reached = end;
+            }
+        }
         (self.kind == StallKind::Irqoff && ran > 0 && ran * 2 >= self.gap_ns)
             .then(|| self.hardirqs.iter().max_by_key(|h| h.run_ns))
             .flatten()

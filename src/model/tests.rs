@@ -9,7 +9,7 @@ use super::*;
 use crate::abi::KIND_RUNQ;
 use crate::event::testing::{runq_record, task};
 use crate::histogram::Histogram;
-use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, SyscallMode};
+use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, StealSource, SyscallMode};
 use crate::stream::{CgroupRunq, Counters, HostInfo, NameTable, Preemptor, Settings};
 pub(crate) const MS: u64 = 1_000_000;
 pub(crate) const VICTIM: u64 = 4001;
@@ -23,6 +23,7 @@ pub(crate) fn header() -> Header {
             kernel: "6.18.0".into(),
             cpus: 2,
             online: None,
+            machine: None,
         },
         start_ns: 1_000 * MS,
         wall_clock_offset_ns: 0,
@@ -37,6 +38,7 @@ pub(crate) fn header() -> Header {
             syscalls: SyscallMode::Exact,
             softirq_time: SoftirqTime::Exact,
             softirq_delay_timing: None,
+            steal: StealSource::None,
         },
         warnings: vec![],
         probes: vec![],

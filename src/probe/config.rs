@@ -2,7 +2,8 @@
 //! and syscall modes, thresholds, rates) and what the kernel offers.
 
 use super::features::KernelFeatures;
-use crate::modes::{AttachMode, SyscallMode};
+use crate::modes::{AttachMode, StealSource, SyscallMode};
+use crate::vm::Machine;
 
 /// The CPU sampler's default rate. Its period (1.383 ms) is out of step
 /// with the 1 ms, 4 ms and 10 ms timers periodic tasks and kernels run on
@@ -14,6 +15,25 @@ pub const DEFAULT_SAMPLE_HZ: u32 = 723;
 /// A hardirq handler this long keeps its CPU's interrupts off long enough to matter: a
 /// healthy one takes microseconds.
 pub const HARDIRQ_THRESHOLD_NS: u64 = 1_000_000;
+
+/// The finest source `machine` offers with this kernel: KVM's own clock where the host
+/// keeps one and the kernel's BTF places it; else the run queue's where the kernel has
+/// accounted steal (`accounted`: /proc/stat); else none.
+pub fn choose_steal_source(
+    machine: &Machine,
+    features: &KernelFeatures,
+    accounted: bool,
+) -> StealSource {
+    match machine {
+        Machine::Vm {
+            kvm_steal_time: true,
+            ..
+        } if features.steal_time_from_rq.is_some() => StealSource::Kvm,
+        Machine::BareMetal => StealSource::None,
+        _ if accounted => StealSource::RunQueue,
+        _ => StealSource::None,
+    }
+}
 
 /// What the probes are told before they load.
 #[derive(Clone, Debug)]
@@ -37,6 +57,8 @@ pub struct ProbeConfig {
     pub ksoftirqd: Vec<(u32, u32)>,
     /// What the kernel offers; tests change it to force fallbacks.
     pub features: KernelFeatures,
+    /// Where steal is read (choose_steal_source; tests force the run queue's on a KVM guest).
+    pub steal: StealSource,
 }
 
 impl ProbeConfig {
@@ -76,6 +98,7 @@ mod tests {
             cgroup_v1_cpu: false,
             ksoftirqd: Vec::new(),
             features,
+            steal: StealSource::None,
         }
     }
 

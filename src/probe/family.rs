@@ -14,7 +14,7 @@ pub enum ProbeFamily {
     /// sched_wakeup[_new] without sched_info).
     Sched,
     /// softirq_raise, softirq_entry, softirq_exit, irq_handler_entry,
-    /// irq_handler_exit.
+    /// irq_handler_exit, hrtimer_expire_entry, hrtimer_expire_exit.
     Softirq,
     /// The CPU X-ray on a cpu-clock perf event.
     Sampler,
@@ -39,7 +39,7 @@ impl ProbeFamily {
             ProbeFamily::Sched => "there is nothing to show without it",
             ProbeFamily::Softirq => {
                 "softirq delays, NET_RX stalls, stolen softirq time and long hardirq \
-                 handlers are lost"
+                 handlers and hrtimer callbacks are lost"
             }
             ProbeFamily::Sampler => {
                 "kernel stacks of stalls, irqs-off gaps and sampled syscalls are lost \
@@ -125,12 +125,16 @@ pub(super) fn enable_programs(
                 enable(&mut p.btf_softirq_exit);
                 enable(&mut p.btf_irq_handler_entry);
                 enable(&mut p.btf_irq_handler_exit);
+                enable(&mut p.btf_hrtimer_expire_entry);
+                enable(&mut p.btf_hrtimer_expire_exit);
             } else {
                 enable(&mut p.raw_softirq_raise);
                 enable(&mut p.raw_softirq_entry);
                 enable(&mut p.raw_softirq_exit);
                 enable(&mut p.raw_irq_handler_entry);
                 enable(&mut p.raw_irq_handler_exit);
+                enable(&mut p.raw_hrtimer_expire_entry);
+                enable(&mut p.raw_hrtimer_expire_exit);
             }
         }
         ProbeFamily::Sampler => {

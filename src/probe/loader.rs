@@ -18,9 +18,10 @@ use libbpf_rs::{
 pub use super::config::ProbeConfig;
 use super::family::{enable_programs, families, ProbeFamily};
 use super::prealloc::{self, HashShape};
+use super::skel::types::steal_source;
 use super::skel::{types, OpenStalltopSkel, StalltopSkel, StalltopSkelBuilder};
 use super::{libbpf_log, refusal, sampler, ProbeError};
-use crate::modes::{Attach, AttachMode, SoftirqDelay, SoftirqTime, SyscallMode};
+use crate::modes::{Attach, AttachMode, SoftirqDelay, SoftirqTime, StealSource, SyscallMode};
 use crate::stream::{ProbeLoad, ProgramLoad};
 use crate::syscall_table;
 
@@ -366,7 +367,16 @@ fn configure(
     rodata.runq_from_wakeup = u8::from(config.features.runq_from_wakeup());
     rodata.stall_threshold_ns = config.stall_threshold_ns;
     rodata.softirq_delay_ticks = u8::from(softirq_delay_ticks);
-    rodata.steal_time_from_rq = config.features.steal_time_from_rq.unwrap_or(0);
+    rodata.steal_source = match config.steal {
+        StealSource::None => steal_source::STEAL_NONE,
+        StealSource::Kvm => steal_source::STEAL_KVM,
+        StealSource::RunQueue => steal_source::STEAL_RQ,
+    }
+    .0 as u8;
+    rodata.steal_time_from_rq = match config.steal {
+        StealSource::Kvm => config.features.steal_time_from_rq.unwrap_or(0),
+        _ => 0,
+    };
     rodata.softirq_pending_from_rq = config.features.softirq_pending_from_rq.unwrap_or(0);
     rodata.hardirq_threshold_ns = config.hardirq_threshold_ns;
     rodata.syscalls_hooked = u8::from(syscalls_hooked);

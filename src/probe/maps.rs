@@ -86,7 +86,7 @@ fn delete_where(map: &dyn MapCore, doomed: &dyn Fn(&[u8]) -> bool) -> usize {
 }
 
 /// Each probe's slot of cpu_state.cost (`enum probe_kind`), and its name.
-const PROBES: [(probe_kind, &str); 12] = [
+const PROBES: [(probe_kind, &str); 14] = [
     (probe_kind::PROBE_SCHED_SWITCH, "sched_switch"),
     (probe_kind::PROBE_SCHED_WAKEUP, "sched_wakeup"),
     (probe_kind::PROBE_SCHED_PROCESS_EXIT, "sched_process_exit"),
@@ -96,6 +96,8 @@ const PROBES: [(probe_kind, &str); 12] = [
     (probe_kind::PROBE_SOFTIRQ_EXIT, "softirq_exit"),
     (probe_kind::PROBE_HARDIRQ_ENTRY, "irq_handler_entry"),
     (probe_kind::PROBE_HARDIRQ_EXIT, "irq_handler_exit"),
+    (probe_kind::PROBE_HRTIMER_ENTRY, "hrtimer_expire_entry"),
+    (probe_kind::PROBE_HRTIMER_EXIT, "hrtimer_expire_exit"),
     (probe_kind::PROBE_SYS_ENTER, "sys_enter"),
     (probe_kind::PROBE_SYS_EXIT, "sys_exit"),
     (probe_kind::PROBE_CPU_SAMPLE, "cpu_sample"),

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::event::{self, Event};
 use crate::host;
-use crate::modes::{Attach, AttachMode, SyscallMode};
+use crate::modes::{Attach, AttachMode, StealSource, SyscallMode};
 
 /// Workload tests pin threads to one CPU; run them one at a time.
 pub(super) static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -54,6 +54,11 @@ pub(super) fn config(attach: AttachMode) -> ProbeConfig {
             .uses_v1_cpu(),
         ksoftirqd: host::ksoftirqd_threads(),
         features: KernelFeatures::detect(),
+        steal: choose_steal_source(
+            &crate::vm::Machine::detect(),
+            &KernelFeatures::detect(),
+            crate::vm::steal_accounted(),
+        ),
     }
 }
 

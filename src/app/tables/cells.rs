@@ -65,14 +65,21 @@ pub fn throttle_text(stall: &StallRow) -> Option<String> {
     Some(format!("throttled by {whose} CPU quota{quota}"))
 }
 
-/// A hardirq handler that ran most of a gap: "hardirq handler eth0-rx (irq 25) ran 12ms".
+/// A hardirq handler or hrtimer callback that ran most of a gap: "hardirq handler eth0-rx
+/// (irq 25) ran 12ms", "hrtimer callback perf_swevent_hrtimer ran 12ms".
 pub fn hardirq_text(h: &HardirqRow) -> String {
-    format!(
-        "hardirq handler {} (irq {}) ran {}",
-        h.handler,
-        h.irq,
-        format::duration(h.run_ns)
-    )
+    match &h.hrtimer {
+        Some(callback) => format!(
+            "hrtimer callback {callback} ran {}",
+            format::duration(h.run_ns)
+        ),
+        None => format!(
+            "hardirq handler {} (irq {}) ran {}",
+            h.handler,
+            h.irq,
+            format::duration(h.run_ns)
+        ),
+    }
 }
 
 /// Who held the CPU, as a chain: task, container, syscall, file, on-CPU.

@@ -110,6 +110,7 @@ pub(in crate::model) fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
         hardirq: s.hardirq_cause().map(|h| HardirqRow {
             irq: h.irq,
             handler: h.handler.clone(),
+            hrtimer: h.hrtimer.map(|f| a.kernel_symbol(f)),
             run_ns: h.run_ns,
         }),
     }

@@ -8,6 +8,7 @@ use super::CulpritDetail;
 use crate::event::{HardirqRun, Sample};
 use crate::model::stalls::Culprit;
 use crate::model::Analysis;
+use crate::modes::StealSource;
 use crate::syscall_table;
 
 pub(super) fn gap_evidence(a: &Analysis, tick: &Sample, hardirq: Option<&HardirqRun>) -> String {
@@ -17,15 +18,16 @@ pub(super) fn gap_evidence(a: &Analysis, tick: &Sample, hardirq: Option<&Hardirq
             " (the hypervisor took {:.1} ms of it)",
             tick.gap_steal_ns as f64 / 1e6
         )
+    } else if unaccounted_vm(a) {
+        " (unconfirmed on a VM without steal accounting: the host may have taken the vCPU)".into()
     } else {
         String::new()
     };
     if let Some(h) = hardirq {
         return format!(
-            "no sampler tick for {gap_ms:.1} ms{steal}: the hardirq handler {} (irq {}) ran {:.1} \
-             ms of it, interrupts off, over {} [{}]",
-            h.handler,
-            h.irq,
+            "no sampler tick for {gap_ms:.1} ms{steal}: {} ran {:.1} ms of it, interrupts off, \
+             over {} [{}]",
+            irq_run_name(a, h),
             h.run_ns as f64 / 1e6,
             h.ctx.comm,
             h.ctx.tid
@@ -49,6 +51,23 @@ pub(super) fn gap_evidence(a: &Analysis, tick: &Sample, hardirq: Option<&Hardirq
         "no sampler tick for {gap_ms:.1} ms{steal}; the first one found {} [{}] {place}",
         tick.task.comm, tick.task.tid
     )
+}
+
+/// Whether the recording was made on a VM (or a machine that may be one) whose gaps had no
+/// steal taken out: the hypervisor's share of a gap is not known there.
+fn unaccounted_vm(a: &Analysis) -> bool {
+    let header = &a.header;
+    header.settings.steal == StealSource::None
+        && header.host.machine.as_ref().is_some_and(|m| m.may_be_vm())
+}
+
+/// What ran in hard interrupt context: "the hardirq handler virtio0 (irq 24)" or "the
+/// hrtimer callback tick_nohz_handler".
+pub(super) fn irq_run_name(a: &Analysis, h: &HardirqRun) -> String {
+    match h.hrtimer {
+        Some(function) => format!("the hrtimer callback {}", a.kernel_symbol(function)),
+        None => format!("the hardirq handler {} (irq {})", h.handler, h.irq),
+    }
 }
 
 /// Report form of a culprit: names resolved, call details, the stack it

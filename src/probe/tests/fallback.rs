@@ -143,6 +143,8 @@ fn raw_tp_programs_call_no_btf_only_helper() {
     let raw = calls_of(AttachMode::RawTp);
     let families = [
         "raw_cpu_sample",
+        "raw_hrtimer_expire_entry",
+        "raw_hrtimer_expire_exit",
         "raw_irq_handler_entry",
         "raw_irq_handler_exit",
         "raw_sched_migrate_task",

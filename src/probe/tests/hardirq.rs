@@ -1,6 +1,7 @@
-//! Real-kernel test of the hardirq handler probes: with every run reported (threshold 0), a
-//! write to the root disk and its fsync make the disk's handler run, and each reported run
-//! names the irq and the handler /proc/interrupts lists for it.
+//! Real-kernel test of the hardirq probes: with every run reported (threshold 0), a write to
+//! the root disk and its fsync make the disk's handler run, and each reported run names the irq
+//! and the handler /proc/interrupts lists for it; the hrtimer callbacks that ran meanwhile
+//! (the CPU sampler's own among them) are named by their kernel functions.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -56,7 +57,10 @@ fn handler_runs_are_named(attach: AttachMode) {
             _ => None,
         })
         .collect();
+    let (callbacks, runs): (Vec<HardirqRun>, Vec<HardirqRun>) =
+        runs.into_iter().partition(|r| r.hrtimer.is_some());
     assert!(!runs.is_empty(), "no hardirq handler ran during 8 fsyncs");
+    hrtimer_callbacks_are_kernel_functions(&callbacks);
     let listed = handlers_by_irq();
     for run in &runs {
         let names = listed.get(&run.irq);
@@ -72,6 +76,39 @@ fn handler_runs_are_named(attach: AttachMode) {
         );
         assert!(run.run_ns > 0 && run.run_ns < 1_000_000_000, "{run:?}");
     }
+}
+
+/// Hard hrtimer callbacks ran meanwhile (the tick's, and the CPU sampler's own cpu-clock
+/// timer): each is reported by its callback, a kernel function kallsyms names.
+fn hrtimer_callbacks_are_kernel_functions(callbacks: &[HardirqRun]) {
+    let addresses: Vec<u64> = callbacks.iter().filter_map(|c| c.hrtimer).collect();
+    let names = crate::symbols::StackNamer::new()
+        .name(&[], &addresses)
+        .kernel;
+    let named = |addr: u64| {
+        names
+            .iter()
+            .find(|(a, _)| *a == addr)
+            .map(|(_, n)| n.as_str())
+    };
+    for callback in callbacks {
+        let addr = callback.hrtimer.unwrap();
+        assert!(
+            named(addr).is_some(),
+            "hrtimer callback {addr:#x} has no kernel name: {callback:?}"
+        );
+        assert!(
+            callback.irq == 0 && callback.handler.is_empty(),
+            "{callback:?}"
+        );
+    }
+    assert!(
+        addresses
+            .iter()
+            .any(|&a| named(a) == Some("perf_swevent_hrtimer")),
+        "the sampler's own timer is not among the hrtimer callbacks: {:?}",
+        addresses.iter().map(|&a| named(a)).collect::<Vec<_>>()
+    );
 }
 
 #[test]
