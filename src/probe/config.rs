@@ -113,6 +113,7 @@ mod tests {
             preempt_rt: false,
             steal_time_from_rq: None,
             softirq_pending_from_rq: Some(-89_136),
+            btf_mismatch: None,
         };
         let maskless = KernelFeatures {
             softirq_pending_from_rq: None,

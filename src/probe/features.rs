@@ -3,7 +3,7 @@
 //! BTF), and whether BPF maps may allocate inside scheduler hooks. Plain
 //! facts; the loader decides from them.
 
-use libbpf_rs::btf::{types, Btf, ReferencesType};
+use libbpf_rs::btf::{types, Btf, BtfType, ReferencesType};
 
 use super::sched_info;
 
@@ -66,6 +66,9 @@ pub struct KernelFeatures {
     /// BTF does not say, or where a task does not lead to its run queue (no
     /// CONFIG_FAIR_GROUP_SCHED).
     pub softirq_pending_from_rq: Option<i64>,
+    /// The first of those per-CPU values whose BTF type is not what the
+    /// probes read (its distance is None).
+    pub btf_mismatch: Option<BtfMismatch>,
 }
 
 impl KernelFeatures {
@@ -88,6 +91,7 @@ impl KernelFeatures {
         let preempt_rt = version.contains("PREEMPT_RT")
             || std::fs::read_to_string("/sys/kernel/realtime").is_ok_and(|r| r.trim() == "1");
         let btf = Btf::from_vmlinux().ok();
+        let places = btf.as_ref().map(PerCpuPlaces::of).unwrap_or_default();
         KernelFeatures {
             release,
             sched_info: sched_info::kept(read_run_delay),
@@ -97,8 +101,9 @@ impl KernelFeatures {
             hash_alloc_in_hooks: hash_alloc_in_hooks(release, preempt_rt),
             task_storage_in_hooks: release >= LOCAL_STORAGE_MEM_ALLOC && !preempt_rt,
             preempt_rt,
-            steal_time_from_rq: btf.as_ref().and_then(steal_time_from_rq),
-            softirq_pending_from_rq: btf.as_ref().and_then(softirq_pending_from_rq),
+            steal_time_from_rq: places.steal_time_from_rq,
+            softirq_pending_from_rq: places.softirq_pending_from_rq,
+            btf_mismatch: places.btf_mismatch,
         }
     }
 
@@ -130,31 +135,102 @@ pub(super) fn hash_alloc_in_hooks(release: KernelRelease, preempt_rt: bool) -> b
     release >= HASH_MEM_ALLOC && !preempt_rt
 }
 
-/// The distance from `runqueues` to KVM's `steal_time` (x86 guest kernels).
-fn steal_time_from_rq(btf: &Btf<'_>) -> Option<i64> {
-    distance_from_rq(btf, &[("steal_time", None)])
+/// Where the per-CPU values the probes read by address lie from the run
+/// queue, by the kernel's BTF.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct PerCpuPlaces {
+    steal_time_from_rq: Option<i64>,
+    softirq_pending_from_rq: Option<i64>,
+    btf_mismatch: Option<BtfMismatch>,
 }
 
-/// The distance from `runqueues` to the mask of pending softirqs: its own
-/// variable (recent x86), a field of `pcpu_hot` (x86 from 6.2 until then)
-/// or of `irq_stat` (x86 before 6.2, and the generic place elsewhere).
-fn softirq_pending_from_rq(btf: &Btf<'_>) -> Option<i64> {
-    distance_from_rq(
-        btf,
-        &[
-            ("__softirq_pending", None),
-            ("pcpu_hot", Some("softirq_pending")),
-            ("irq_stat", Some("__softirq_pending")),
-        ],
-    )
+impl PerCpuPlaces {
+    fn of(btf: &Btf<'_>) -> PerCpuPlaces {
+        let mut btf_mismatch = None;
+        let mut distance = |values| {
+            distance_from_rq(btf, values).unwrap_or_else(|mismatch| {
+                btf_mismatch.get_or_insert(mismatch);
+                None
+            })
+        };
+        PerCpuPlaces {
+            steal_time_from_rq: distance(STEAL_TIME),
+            softirq_pending_from_rq: distance(SOFTIRQ_PENDING),
+            btf_mismatch,
+        }
+    }
 }
 
-/// The distance from `runqueues` to the first of `places` (a per-CPU
-/// variable, or a field of one) this kernel has, by their offsets in the
-/// kernel's per-CPU section; None without any, or where a task does not
-/// lead to its run queue.
-fn distance_from_rq(btf: &Btf<'_>, places: &[(&str, Option<&str>)]) -> Option<i64> {
-    let percpu = btf.type_by_name::<types::DataSec<'_>>(".data..percpu")?;
+/// A per-CPU value the probes read at a distance from the run queue: a
+/// variable, or a field of one, and the sizes in bytes of the integer the
+/// probes may read there.
+struct PerCpuValue {
+    variable: &'static str,
+    field: Option<&'static str>,
+    sizes: &'static [u32],
+}
+
+/// KVM's steal time (x86 guest kernels): its first field, the vCPU's steal
+/// clock in ns, read as a u64.
+const STEAL_TIME: &[PerCpuValue] = &[PerCpuValue {
+    variable: "steal_time",
+    field: Some("steal"),
+    sizes: &[8],
+}];
+
+/// The mask of pending softirqs: its own variable (x86 from 6.15), a field
+/// of `pcpu_hot` (x86 6.2-6.14) or of `irq_stat` (x86 before 6.2, and the
+/// generic place elsewhere). The probes read its low 16 bits: a u16, or the
+/// low half of a little-endian u32.
+const SOFTIRQ_PENDING: &[PerCpuValue] = &[
+    PerCpuValue {
+        variable: "__softirq_pending",
+        field: None,
+        sizes: &[2, 4],
+    },
+    PerCpuValue {
+        variable: "pcpu_hot",
+        field: Some("softirq_pending"),
+        sizes: &[2, 4],
+    },
+    PerCpuValue {
+        variable: "irq_stat",
+        field: Some("__softirq_pending"),
+        sizes: &[2, 4],
+    },
+];
+
+/// A per-CPU value whose BTF type is not the integer the probes read:
+/// they leave it alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BtfMismatch {
+    pub variable: &'static str,
+    pub field: Option<&'static str>,
+    /// The size the kernel's BTF gives it; 0 when it is no integer.
+    pub bytes: u32,
+}
+
+impl std::fmt::Display for BtfMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.variable)?;
+        if let Some(field) = self.field {
+            write!(f, ".{field}")?;
+        }
+        match self.bytes {
+            0 => write!(f, " is not an integer in the kernel's BTF"),
+            n => write!(f, " is a {n}-byte integer in the kernel's BTF"),
+        }
+    }
+}
+
+/// The distance from `runqueues` to the first of `places` this kernel has,
+/// by their offsets in the kernel's per-CPU section: Ok(None) without any,
+/// or where a task does not lead to its run queue; Err where its type is
+/// not what the probes read.
+fn distance_from_rq(btf: &Btf<'_>, places: &[PerCpuValue]) -> Result<Option<i64>, BtfMismatch> {
+    let Some(percpu) = btf.type_by_name::<types::DataSec<'_>>(".data..percpu") else {
+        return Ok(None);
+    };
     let variable = |name: &str| {
         percpu.iter().find_map(|v| {
             let var = btf.type_by_id::<types::Var<'_>>(v.ty)?;
@@ -162,25 +238,66 @@ fn distance_from_rq(btf: &Btf<'_>, places: &[(&str, Option<&str>)]) -> Option<i6
         })
     };
     if !struct_has_member(btf, "sched_entity", "cfs_rq") {
-        return None;
+        return Ok(None);
     }
-    let place = places.iter().find_map(|&(name, field)| {
-        let (offset, ty) = variable(name)?;
-        let Some(field) = field else {
-            return Some(offset);
+    let Some(rq) = variable("runqueues") else {
+        return Ok(None);
+    };
+    for place in places {
+        let Some((offset, ty)) = variable(place.variable) else {
+            continue;
         };
-        let fields = types::Struct::try_from(ty.skip_mods_and_typedefs()).ok()?;
-        Some(offset + field_offset(&fields, field)?)
-    })?;
-    Some(place - variable("runqueues")?.0)
+        let (offset, ty) = match place.field {
+            None => (offset, ty),
+            Some(field) => {
+                let Some((in_variable, ty)) = member_place(btf, ty, field) else {
+                    continue;
+                };
+                (offset + in_variable, ty)
+            }
+        };
+        let bytes = integer_bytes(ty);
+        if !place.sizes.contains(&bytes) {
+            return Err(BtfMismatch {
+                variable: place.variable,
+                field: place.field,
+                bytes,
+            });
+        }
+        return Ok(Some(offset - rq.0));
+    }
+    Ok(None)
 }
 
-/// The byte offset of `field` in `s`, a plain (not bit) field.
-fn field_offset(s: &types::Struct<'_>, field: &str) -> Option<i64> {
-    s.iter().find_map(|m| match m.attr {
-        types::MemberAttr::Normal { offset } if m.name? == field => Some(i64::from(offset / 8)),
-        _ => None,
-    })
+/// The byte offset and type of the plain (not bit) field `field` of the
+/// struct or union `ty`, looked for in its anonymous struct and union
+/// members too.
+pub(super) fn member_place<'btf>(
+    btf: &'btf Btf<'btf>,
+    ty: BtfType<'btf>,
+    field: &str,
+) -> Option<(i64, BtfType<'btf>)> {
+    let composite = types::Composite::try_from(ty.skip_mods_and_typedefs()).ok()?;
+    let found = composite.iter().find_map(|member| {
+        let types::MemberAttr::Normal { offset } = member.attr else {
+            return None;
+        };
+        let offset = i64::from(offset / 8);
+        let member_type = btf.type_by_id::<BtfType<'_>>(member.ty)?;
+        match member.name.filter(|name| !name.is_empty()) {
+            Some(name) => (name == field).then_some((offset, member_type)),
+            None => {
+                member_place(btf, member_type, field).map(|(inner, found)| (offset + inner, found))
+            }
+        }
+    });
+    found
+}
+
+/// The size in bytes of `ty` if it is an integer (through typedefs and
+/// qualifiers), else 0.
+fn integer_bytes(ty: BtfType<'_>) -> u32 {
+    types::Int::try_from(ty.skip_mods_and_typedefs()).map_or(0, |int| u32::from(int.bits) / 8)
 }
 
 fn struct_has_member(btf: &Btf<'_>, name: &str, member: &str) -> bool {
@@ -189,8 +306,66 @@ fn struct_has_member(btf: &Btf<'_>, name: &str, member: &str) -> bool {
 }
 
 #[cfg(test)]
+mod btf_dump;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Debian's 6.12.117 (x86 6.2-6.14): the pending mask lives in an
+    /// anonymous struct inside an anonymous union of `pcpu_hot`; `irq_stat`
+    /// has no mask any more.
+    const DEBIAN_6_12: &str = include_str!("features/btf-6.12.117-amd64.txt");
+
+    #[test]
+    fn on_6_12_the_per_cpu_places_are_found_inside_pcpu_hot_s_anonymous_members() {
+        let btf = btf_dump::parse(DEBIAN_6_12);
+        // runqueues at 221248 in .data..percpu; pcpu_hot at 217536, its
+        // softirq_pending 40 bytes in; steal_time at 229504.
+        assert_eq!(
+            PerCpuPlaces::of(&btf),
+            PerCpuPlaces {
+                steal_time_from_rq: Some(229_504 - 221_248),
+                softirq_pending_from_rq: Some(217_576 - 221_248),
+                btf_mismatch: None,
+            }
+        );
+    }
+
+    #[test]
+    fn a_per_cpu_value_of_another_type_than_the_probes_read_is_left_alone() {
+        // softirq_pending made a u64.
+        let dump = DEBIAN_6_12.replace(
+            "'softirq_pending' type_id=32 ",
+            "'softirq_pending' type_id=1 ",
+        );
+        let places = PerCpuPlaces::of(&btf_dump::parse(&dump));
+        assert_eq!(places.softirq_pending_from_rq, None);
+        assert_eq!(places.steal_time_from_rq, Some(229_504 - 221_248));
+        let mismatch = places.btf_mismatch.expect("a mismatch");
+        assert_eq!(
+            mismatch.to_string(),
+            "pcpu_hot.softirq_pending is a 8-byte integer in the kernel's BTF"
+        );
+    }
+
+    #[test]
+    fn a_kernel_without_the_run_queue_through_the_task_places_nothing() {
+        let dump = DEBIAN_6_12.replace("'cfs_rq' type_id=522", "'not_cfs_rq' type_id=522");
+        assert_eq!(
+            PerCpuPlaces::of(&btf_dump::parse(&dump)),
+            PerCpuPlaces::default()
+        );
+    }
+
+    /// The host's kernel: every value the probes read by address is placed
+    /// (the matrix's guests run this test on 6.1 and 6.12).
+    #[test]
+    fn this_kernel_places_the_pending_mask() {
+        let features = KernelFeatures::detect();
+        assert_eq!(features.btf_mismatch, None, "{features:?}");
+        assert!(features.softirq_pending_from_rq.is_some(), "{features:?}");
+    }
 
     #[test]
     fn releases_parse_from_distribution_strings() {

@@ -79,6 +79,7 @@ mod tests {
             preempt_rt,
             steal_time_from_rq: None,
             softirq_pending_from_rq: None,
+            btf_mismatch: None,
         }
     }
 

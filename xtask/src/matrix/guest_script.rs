@@ -13,12 +13,12 @@ pub const STALLTOP: &str = "/usr/bin/stalltop";
 pub const PROBE_TESTS: &str = "/usr/libexec/stalltop-tests";
 /// The cgroup the load runs in (the report must attribute its waits to it).
 pub const LOAD_CGROUP: &str = "/kernel-matrix-load";
-/// The probe tests that run in guests (libtest filters, space-separated): loading and
-/// refusals, the scheduler's waits, holders and throttles, hooked syscalls. The other probe
-/// modules need the host (a block device for hardirqs, KVM steal) or take longer under TCG
-/// than a guest's limit allows.
+/// The probe tests that run in guests (libtest filters, space-separated): what the kernel
+/// offers (BTF places, features), loading and refusals, the scheduler's waits, holders and
+/// throttles, hooked syscalls. The other probe modules need the host (a block device for
+/// hardirqs, KVM steal) or take longer under TCG than a guest's limit allows.
 pub const PROBE_TEST_FILTER: &str =
-    "probe::tests::fallback:: probe::tests::sched:: probe::tests::syscall_hooks::";
+    "probe::features:: probe::tests::fallback:: probe::tests::sched:: probe::tests::syscall_hooks::";
 /// How often the guest says on its console that it runs (the host kills a guest that stays
 /// silent much longer: `qemu::Guest::silence_limit`).
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
