@@ -9,7 +9,7 @@ mod compose;
 mod data;
 mod detail;
 mod filter;
-mod format;
+pub mod format;
 mod header;
 mod input;
 mod keymap;

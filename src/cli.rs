@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::model::TimeSpec;
 use crate::modes::{AttachMode, SyscallMode};
 
 const ABOUT: &str = "Find the CPU stalls your application did not cause.
@@ -57,14 +58,24 @@ const RECORD_EXAMPLES: &str = "Examples:
   sudo stalltop record -o node.stl --runq-threshold 2ms      waits for a CPU from 2 ms too";
 
 const REPORT_EXAMPLES: &str = "Examples:
-  stalltop report node.stl             the summary
-  stalltop report node.stl --json      one JSON object (jq-friendly)
+  stalltop report node.stl                          the summary, worst stalls first
+  stalltop report node.stl --json                   one JSON object (jq-friendly; docs/report.schema.json)
+  stalltop report node.stl --container shop         what hurt the containers matching `shop`
+  stalltop report node.stl --pid 4242               ... or one process
+  stalltop report node.stl --from 12:03 --to 12:05  a window, in UTC (or +90s from the start)
+  stalltop report node.stl --runq-threshold 20ms    only waits of 20 ms and more
+  stalltop report node.stl --all --sort newest      every row, newest first
 
 Reading a stall line of the summary:
-  cpu 3    105.00ms softirq   NET_RX softirq and ksoftirqd/3 waited; held by cadvisor [2101] (cadvisor.service) in read /sys/fs/cgroup/memory/web/memory.stat, 148.00ms on-CPU, at mem_cgroup_nr_lru_pages
-  CPU 3 stalled 105 ms; what waited; who held the CPU (pid, container), the
-  syscall and file it was in, its time on the CPU, and the kernel function
-  the sampler found it in most often.";
+  cpu 3  +4.512s 12:03:05.123Z softirq  105ms (3 waits): NET_RX and ksoftirqd/3 waited 104ms x1; held by cadvisor[2101] (cadvisor.service) in read /sys/fs/cgroup/memory/web/memory.stat, 148ms on-CPU, at mem_cgroup_nr_lru_pages
+  4.5 s into the recording (12:03:05 UTC) CPU 3 stalled: 105 ms from the first
+  of 3 merged waits to the end of the last; ksoftirqd/3's own longest wait was
+  104 ms (x1: once); who held the CPU (pid, container), the syscall and file
+  it was in, its time on the CPU, and the kernel function the sampler found it
+  in most often. A span is no one's wait: the longest single wait is what a
+  task felt. Durations under a microsecond read <1us; a percentile is the range
+  of the histogram bucket that holds it; ~ marks a sampled value, known to
+  about one sampler tick.";
 
 const SERVE_EXAMPLES: &str = "Examples:
   sudo stalltop serve                                        metrics on 127.0.0.1:9750
@@ -113,6 +124,10 @@ pub enum Command {
     /// Summarize a recording (text, or --json).
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
+    /// Compare two recordings (before and after a change): each container's
+    /// waits and what kept it waiting, stalls by kind, the top culprits.
+    #[command(after_help = DIFF_EXAMPLES)]
+    Diff(DiffArgs),
     /// Browse a recording in the live view, in recording time.
     #[command(after_help = REPLAY_EXAMPLES)]
     Replay(ReplayArgs),
@@ -245,13 +260,106 @@ pub struct ServeArgs {
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// A recording written by `stalltop record`.
+    /// A recording written by `stalltop record` (or a flight recording).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+
+    /// Print one JSON object instead of text (every row; docs/report.schema.json).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Start the report at TIME: an offset into the recording (+90s), a UTC
+    /// time of day (12:03:05) or a UTC date and time (2026-11-26T12:03:05Z).
+    #[arg(long, value_name = "TIME", value_parser = TimeSpec::parse)]
+    pub from: Option<TimeSpec>,
+
+    /// End the report at TIME (as --from).
+    #[arg(long, value_name = "TIME", value_parser = TimeSpec::parse)]
+    pub to: Option<TimeSpec>,
+
+    /// Only what hurt the containers (or cgroups) whose name holds TEXT:
+    /// the stalls their tasks waited in, with their own waits, and who held
+    /// the CPU then.
+    #[arg(long, value_name = "TEXT")]
+    pub container: Option<String>,
+
+    /// Only what hurt process PID (as --container).
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+
+    /// Rows per list in the text (stalls, waits, culprits, calls); the rest
+    /// are counted on a "... N more" line.
+    #[arg(long, value_name = "N", default_value_t = 15, conflicts_with = "all")]
+    pub limit: usize,
+
+    /// Every row of every list in the text.
+    #[arg(long)]
+    pub all: bool,
+
+    /// The order of the text's stalls and waits: `worst` (the longest single
+    /// wait first) or `newest`.
+    #[arg(long, value_enum, default_value_t = ListOrder::Worst)]
+    pub sort: ListOrder,
+
+    /// The recording's thresholds, or higher ones the user gave on the
+    /// command line (--runq-threshold, --stall-threshold): filled in by
+    /// `parse`, not by clap.
+    #[arg(skip)]
+    pub thresholds: GivenThresholds,
+}
+
+/// --runq-threshold and --stall-threshold when given on the command line
+/// (a report can raise the recording's thresholds, never lower them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GivenThresholds {
+    pub runq: Option<Duration>,
+    pub stall: Option<Duration>,
+}
+
+/// How the text report orders its lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListOrder {
+    /// The longest single wait first.
+    Worst,
+    /// The latest first.
+    Newest,
+}
+
+const DIFF_EXAMPLES: &str = "Examples:
+  stalltop diff before.stl after.stl                 what changed, as text
+  stalltop diff before.stl after.stl --json          ... as one JSON object
+  stalltop diff before.stl after.stl --fail-if 'wait_change_pct(\"shop\") > 50'
+  stalltop diff before.stl after.stl --fail-if 'stalls(\"runq\") > 2 * stalls_before(\"runq\") || new_culprits > 0'
+
+--fail-if takes an expression (evalexpr: numbers, + - * /, < <= > >= == !=,
+&& || !, parentheses) over what the diff measured; exit code 10 when it is
+true, 0 when false. Its values (before = A, after = B; ms are milliseconds):
+  wait_ms(C)  wait_ms_before(C)      run-queue wait of the containers named C, summed
+  wait_change_pct(C)                 its change, percent of before (100 when before is 0)
+  p99_ms(C)  p99_ms_before(C)        their p99 wait (the worst of them)
+  stalls(K)  stalls_before(K)        stalls of kind K (runq, throttled, ksoftirqd,
+                                     softirq, irqoff, or \"\" for all)
+  culprit_ms(N)  culprit_ms_before(N)  stall time the culprits named N held the CPU in
+  new_culprits                       culprits in B that were not in A
+C and N match a part of the name (as report --container); K a whole kind.";
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The recording before the change (A).
+    #[arg(value_name = "A")]
+    pub before: PathBuf,
+
+    /// The recording after the change (B).
+    #[arg(value_name = "B")]
+    pub after: PathBuf,
 
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+
+    /// Exit 10 when EXPR is true of the comparison (see below).
+    #[arg(long, value_name = "EXPR", value_parser = crate::cmd::diff::parse_condition)]
+    pub fail_if: Option<crate::cmd::diff::Condition>,
 }
 
 #[derive(Args, Debug)]
@@ -263,6 +371,27 @@ pub struct ReplayArgs {
     /// Refresh interval, as for the live view.
     #[arg(short, long, value_name = "DELAY", default_value = "1", value_parser = parse_delay)]
     pub delay: Duration,
+}
+
+/// The command line, with the thresholds the user gave a report.
+pub fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let (Some(Command::Report(args)), Some(("report", sub))) =
+        (&mut cli.command, matches.subcommand())
+    {
+        let given = |id: &str| {
+            (sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+                .then(|| sub.get_one::<Duration>(id).copied())
+                .flatten()
+        };
+        args.thresholds = GivenThresholds {
+            runq: given("runq_threshold"),
+            stall: given("stall_threshold"),
+        };
+    }
+    cli
 }
 
 /// A refresh interval: bare seconds as top takes them ("2", "0.5"), or a

@@ -2,6 +2,7 @@
 //! `Failure` that main maps to an exit code.
 
 pub mod completions;
+pub mod diff;
 pub mod live;
 pub mod record;
 pub mod replay;

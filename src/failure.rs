@@ -15,6 +15,9 @@ pub enum Failure {
     Recording(String),
     #[error("cannot write {0}")]
     Output(String),
+    /// A check the user asked for (`diff --fail-if`) holds.
+    #[error("{0}")]
+    Check(String),
     #[error("{0}")]
     Other(String),
 }
@@ -34,6 +37,7 @@ impl Failure {
             Failure::Cgroup(_) => 7,
             Failure::Recording(_) => 8,
             Failure::Output(_) => 9,
+            Failure::Check(_) => 10,
             Failure::Other(_) => 1,
         }
     }

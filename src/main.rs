@@ -28,19 +28,18 @@ mod vm;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use cli::{Cli, Command};
+use cli::Command;
 use failure::Failure;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     if let Err(e) = init_logging(cli.log.as_deref()) {
         eprintln!("stalltop: cannot open the log file: {e}");
         return ExitCode::from(1);
     }
     let result = match &cli.command {
         Some(Command::Report(args)) => cmd::report::run(args),
+        Some(Command::Diff(args)) => cmd::diff::run(args),
         Some(Command::Record(args)) => block_on(cmd::record::run(args, &cli.probe)),
         Some(Command::Replay(args)) => block_on(cmd::replay::run(args)),
         Some(Command::Serve(args)) => block_on(cmd::serve::run(args, &cli.probe)),

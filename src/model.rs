@@ -4,16 +4,22 @@
 //! entries. Live and replay share it.
 
 mod culprits;
+pub mod diff;
 mod report;
 mod retained;
+mod stall_waits;
 mod stalls;
 mod throttle;
 mod waits;
+mod window;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub use culprits::{path_pattern, CulpritRow};
-pub use report::{HardirqRow, Report, RunqRow, StallRow, SyscallRow, ThrottleRow};
+pub use report::{
+    unix_ns, utc, Distribution, HardirqRow, Range, Report, ReportScope, RunqEventRow, RunqRow,
+    SlowSyscallRow, StallRow, SyscallRow, TakeoverRow, ThrottleRow, TimeSpec,
+};
 pub use stalls::{Stall, StallKind};
 pub use waits::waits_by_design;
 
@@ -33,15 +39,41 @@ pub struct Analysis {
     last_ts: u64,
     /// Latest cumulative kernel aggregates.
     kernel: Option<KernelSnapshot>,
+    /// What the report is cut to.
+    scope: ReportScope,
+    /// With a window: the aggregates at its start.
+    baseline: Option<KernelSnapshot>,
     throttle: ThrottleTracker,
     stalls: StallTracker,
-    runq_waits: VecDeque<RunqWait>,
-    takeovers: VecDeque<RunqWait>,
-    slow_syscalls: VecDeque<SlowSyscall>,
+    /// Waits over the threshold with their ids (see `next_id`).
+    runq_waits: VecDeque<Numbered<RunqWait>>,
+    takeovers: VecDeque<Numbered<RunqWait>>,
+    slow_syscalls: VecDeque<Numbered<SlowCall>>,
+    /// The id the next wait, takeover or slow call gets: one sequence, so an
+    /// id names one record of the analysis.
+    next_id: u64,
     undecodable_records: u64,
     /// ksoftirqd waits over the threshold since the start, by CPU (the
     /// `takeovers` list keeps only the latest).
     takeovers_by_cpu: BTreeMap<u32, u64>,
+}
+
+/// A record of the analysis with its id (stable for a recording: ids are
+/// given in the order the records come).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Numbered<T> {
+    pub id: u64,
+    pub item: T,
+}
+
+/// A slow call and the kernel and user stack the sampler found it in most
+/// often (empty when no tick found it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlowCall {
+    pub call: SlowSyscall,
+    pub samples: usize,
+    pub kernel_stack: Vec<u64>,
+    pub user_stack: Vec<u64>,
 }
 
 /// What names tables said so far.
@@ -61,7 +93,19 @@ impl Analysis {
     /// An analysis that keeps at most `max_stalls` stalls (the oldest go
     /// first): a long-running `serve` keeps few, with their samples.
     pub fn keeping(header: Header, max_stalls: usize) -> Analysis {
+        Analysis::with(header, max_stalls, ReportScope::default())
+    }
+
+    /// An analysis whose report is cut to `scope`: snapshots past its window
+    /// are left out, and the aggregates count from its start.
+    pub fn scoped(header: Header, scope: ReportScope) -> Analysis {
+        Analysis::with(header, stalls::MAX_STALLS, scope)
+    }
+
+    fn with(header: Header, max_stalls: usize, scope: ReportScope) -> Analysis {
         Analysis {
+            scope,
+            baseline: None,
             last_ts: header.start_ns,
             header,
             names: Names::default(),
@@ -71,6 +115,7 @@ impl Analysis {
             runq_waits: VecDeque::new(),
             takeovers: VecDeque::new(),
             slow_syscalls: VecDeque::new(),
+            next_id: 0,
             undecodable_records: 0,
             takeovers_by_cpu: BTreeMap::new(),
         }
@@ -86,15 +131,23 @@ impl Analysis {
                     }
                 }
             }
+            Entry::Kernel(k) if self.scope.after_window(k.ts_ns) => {}
             Entry::Kernel(k) => {
                 self.last_ts = self.last_ts.max(k.ts_ns);
                 self.kernel = Some(match self.kernel.take() {
                     Some(old) => retained::keep_removed(old, k.clone()),
                     None => k.clone(),
                 });
+                if self.scope.before_window(k.ts_ns) {
+                    self.baseline = self.kernel.clone();
+                }
             }
+            Entry::Throttle(t) if self.scope.after_window(t.ts_ns) => {}
             Entry::Throttle(t) => {
                 self.last_ts = self.last_ts.max(t.ts_ns);
+                if self.scope.before_window(t.ts_ns) {
+                    self.throttle = ThrottleTracker::default();
+                }
                 self.throttle.apply(t);
             }
             Entry::Names(n) => {
@@ -120,14 +173,16 @@ impl Analysis {
         match e {
             Event::Runq(w) => {
                 self.last_ts = self.last_ts.max(w.ts_ns);
-                self.stalls.runq(&w, StallKind::Runq);
-                push_bounded(&mut self.runq_waits, w);
+                let id = self.take_id();
+                self.stalls.runq(&w, StallKind::Runq, id);
+                push_bounded(&mut self.runq_waits, Numbered { id, item: w });
             }
             Event::Takeover(w) => {
                 self.last_ts = self.last_ts.max(w.ts_ns);
-                self.stalls.runq(&w, StallKind::Ksoftirqd);
+                let id = self.take_id();
+                self.stalls.runq(&w, StallKind::Ksoftirqd, id);
                 *self.takeovers_by_cpu.entry(w.cpu).or_default() += 1;
-                push_bounded(&mut self.takeovers, w);
+                push_bounded(&mut self.takeovers, Numbered { id, item: w });
             }
             Event::Softirq(s) => {
                 self.last_ts = self.last_ts.max(s.ts_ns);
@@ -136,7 +191,9 @@ impl Analysis {
             Event::Syscall(call) => {
                 self.last_ts = self.last_ts.max(call.ts_ns);
                 self.stalls.syscall(&call);
-                push_bounded(&mut self.slow_syscalls, call);
+                let id = self.take_id();
+                let item = self.with_stack(call);
+                push_bounded(&mut self.slow_syscalls, Numbered { id, item });
             }
             Event::Sample(s) => {
                 self.last_ts = self.last_ts.max(s.ts_ns);
@@ -150,6 +207,27 @@ impl Analysis {
                 self.last_ts = self.last_ts.max(h.ts_ns);
                 self.stalls.hardirq(&h);
             }
+        }
+    }
+
+    fn take_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id - 1
+    }
+
+    /// A slow call with the stack the sampler's ticks on its thread, while
+    /// it ran, found most often.
+    fn with_stack(&self, call: SlowSyscall) -> SlowCall {
+        let start = call.ts_ns.saturating_sub(call.wall_ns);
+        let samples = self
+            .stalls
+            .samples_of_task(call.task.tid, start, call.ts_ns);
+        let top = report::most_frequent_stack(&samples);
+        SlowCall {
+            samples: samples.len(),
+            kernel_stack: top.map(|s| s.kernel_stack.clone()).unwrap_or_default(),
+            user_stack: top.map(|s| s.user_stack.clone()).unwrap_or_default(),
+            call,
         }
     }
 
@@ -213,6 +291,23 @@ impl Analysis {
     /// The latest cumulative kernel aggregates, once a snapshot came.
     pub fn kernel(&self) -> Option<&KernelSnapshot> {
         self.kernel.as_ref()
+    }
+
+    /// The kernel aggregates over the scope's window (all of them without one).
+    pub fn kernel_in_scope(&self) -> Option<KernelSnapshot> {
+        let latest = self.kernel.as_ref()?;
+        Some(match &self.baseline {
+            Some(baseline) => window::since(latest, baseline),
+            None => latest.clone(),
+        })
+    }
+
+    pub fn scope(&self) -> &ReportScope {
+        &self.scope
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
     }
 
     /// ksoftirqd waits over the threshold since the start, by CPU.

@@ -89,6 +89,8 @@ mod tests {
             },
             warnings: vec!["CPU X-ray sampler is off: test".into()],
             probes: vec![],
+            trigger: None,
+            recorder_pid: None,
         }
     }
 

@@ -307,6 +307,8 @@ pub fn session_header(
         },
         warnings: info.warnings.clone(),
         probes: info.probes.clone(),
+        trigger: None,
+        recorder_pid: Some(std::process::id()),
     }
 }
 

@@ -36,6 +36,22 @@ pub struct Header {
     /// have none).
     #[serde(default)]
     pub probes: Vec<ProbeLoad>,
+    /// A flight recording: the stall that made `serve` write it (none in
+    /// recordings of `record`, nor in those before this field).
+    #[serde(default)]
+    pub trigger: Option<FlightTrigger>,
+    /// The process that recorded (stalltop itself): reports leave out its
+    /// own waits and calls (recordings before this field: none).
+    #[serde(default)]
+    pub recorder_pid: Option<u32>,
+}
+
+/// What made `serve` write a flight recording: a stall from `start_ns` to
+/// `end_ns`, or (the two equal) a request at that time (SIGUSR1, POST /dump).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlightTrigger {
+    pub start_ns: u64,
+    pub end_ns: u64,
 }
 
 /// One probe family's load: whether the kernel took it, how long it took,
@@ -69,7 +85,7 @@ pub struct HostInfo {
     pub cpus: u32,
     /// Which CPUs were online (recordings before this field have none:
     /// then the first `cpus`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub online: Option<CpuList>,
     /// Whether it is a VM (recordings before this field: not known).
     #[serde(default, skip_serializing_if = "Option::is_none")]

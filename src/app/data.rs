@@ -257,6 +257,8 @@ mod tests {
             },
             warnings: vec![],
             probes: vec![],
+            trigger: None,
+            recorder_pid: None,
         }
     }
 

@@ -73,6 +73,8 @@ pub fn header(cpus: u32) -> Header {
         },
         warnings: vec![],
         probes: vec![],
+        trigger: None,
+        recorder_pid: None,
     }
 }
 

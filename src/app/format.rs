@@ -8,7 +8,7 @@ pub fn duration(ns: u64) -> String {
     const S: u64 = 1_000_000_000;
     match ns {
         0 => "0".into(),
-        n if n < US => format!("{n}ns"),
+        n if n < US => "<1us".into(),
         n if n < MS => format!("{}us", n / US),
         n if n < 100 * MS && n % MS != 0 => format!("{:.1}ms", n as f64 / MS as f64),
         n if n < S => format!("{}ms", n / MS),
@@ -17,6 +17,36 @@ pub fn duration(ns: u64) -> String {
         n if n < 3600 * S => format!("{}m{:02}s", n / (60 * S), n / S % 60),
         n => format!("{}h{:02}m", n / (3600 * S), n / (60 * S) % 60),
     }
+}
+
+/// A value known to lie between `low` and `high` (a histogram bucket):
+/// "1.8-2.1ms", "<1us", or one value when both read the same.
+pub fn range(low: u64, high: u64) -> String {
+    let (lo, hi) = (duration(low), duration(high));
+    if hi == "<1us" || lo == hi {
+        return hi;
+    }
+    if lo == "<1us" {
+        return format!("≤{hi}");
+    }
+    for unit in ["us", "ms", "s"] {
+        let same = |t: &str| {
+            t.strip_suffix(unit)
+                .filter(|n| n.chars().all(|c| c.is_ascii_digit() || c == '.'))
+                .map(str::to_string)
+        };
+        if let (Some(l), Some(h)) = (same(&lo), same(&hi)) {
+            return format!("{l}-{h}{unit}");
+        }
+    }
+    format!("{lo}-{hi}")
+}
+
+/// The UTC time of day of a Unix time, to the millisecond: 12:03:05.123Z.
+pub fn utc_clock(unix_ns: u64) -> String {
+    let ms = unix_ns / 1_000_000 % 86_400_000;
+    let (h, m, s, ms) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    format!("{h:02}:{m:02}:{s:02}.{ms:03}Z")
 }
 
 /// Elapsed time as a clock with tenths: 0:05.2, 12:01.0, 1:02:03.
@@ -78,6 +108,13 @@ mod tests {
     #[test]
     fn durations_stay_short() {
         assert_eq!(duration(0), "0");
+        assert_eq!(duration(300), "<1us");
+        assert_eq!(range(300, 999), "<1us");
+        assert_eq!(range(1_800_000, 2_100_000), "1.8-2.1ms");
+        assert_eq!(range(900_000, 1_100_000), "900us-1.1ms");
+        assert_eq!(range(20_000, 24_000), "20-24us");
+        assert_eq!(range(500, 1_500), "≤1us");
+        assert_eq!(utc_clock(1_700_000_001_234_000_000), "22:13:21.234Z");
         assert_eq!(duration(850_000), "850us");
         assert_eq!(duration(12_340_000), "12.3ms");
         assert_eq!(duration(10_000_000), "10ms");

@@ -27,6 +27,8 @@ pub struct Plan {
     pub to_ns: u64,
     /// The first trigger's start: what the file is named after.
     pub trigger_ns: u64,
+    /// ... and its end (equal to the start: asked for by hand).
+    pub trigger_end_ns: u64,
 }
 
 pub struct FlightWindow {
@@ -93,6 +95,7 @@ impl FlightWindow {
             from_ns: trigger.start_ns.saturating_sub(self.keep_ns),
             to_ns: trigger.end_ns + AFTER_NS,
             trigger_ns: trigger.start_ns,
+            trigger_end_ns: trigger.end_ns,
         };
         if let Some(last) = self.plans.back_mut() {
             if plan.from_ns <= last.to_ns {

@@ -9,7 +9,7 @@ use super::stall_watch::{StallWatch, Trigger};
 use super::totals::Totals;
 use crate::model::Analysis;
 use crate::record::{ChunkBuilder, WriteError};
-use crate::stream::{Entry, Header};
+use crate::stream::{Entry, FlightTrigger, Header};
 
 /// Stalls `/stalls` lists, the latest.
 pub const RECENT_STALLS: usize = 100;
@@ -115,6 +115,10 @@ impl Node {
         let flight = self.flight.as_ref()?;
         let header = Header {
             start_ns: flight.window.start_ns(plan),
+            trigger: Some(FlightTrigger {
+                start_ns: plan.trigger_ns,
+                end_ns: plan.trigger_end_ns,
+            }),
             ..self.header.clone()
         };
         Some((header, flight.window.contents(*plan)))

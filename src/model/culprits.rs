@@ -12,7 +12,11 @@ pub struct StallCause {
     pub container: String,
     pub syscall: Option<String>,
     pub path: Option<String>,
+    pub stall_id: u64,
+    /// The stall's span.
     pub duration_ns: u64,
+    /// The longest single wait in it.
+    pub longest_wait_ns: u64,
     pub end_ns: u64,
 }
 
@@ -22,10 +26,16 @@ pub struct CulpritRow {
     pub container: String,
     pub syscall: Option<String>,
     pub path: Option<String>,
+    /// Stalls it held the CPU in.
     pub count: u64,
+    /// Their spans, summed.
     pub total_stall_ns: u64,
+    /// The longest single wait in them (not a span).
     pub worst_ns: u64,
+    /// The stall that wait was in.
+    pub worst_stall_id: u64,
     pub last_seen_ns: u64,
+    pub last_seen_unix_ns: u64,
 }
 
 /// Aggregate stalls by culprit, paths collapsed to patterns; most stall
@@ -53,11 +63,16 @@ pub fn aggregate(causes: &[StallCause]) -> Vec<CulpritRow> {
             count: 0,
             total_stall_ns: 0,
             worst_ns: 0,
+            worst_stall_id: c.stall_id,
             last_seen_ns: 0,
+            last_seen_unix_ns: 0,
         });
         row.count += 1;
         row.total_stall_ns += c.duration_ns;
-        row.worst_ns = row.worst_ns.max(c.duration_ns);
+        if c.longest_wait_ns > row.worst_ns {
+            row.worst_ns = c.longest_wait_ns;
+            row.worst_stall_id = c.stall_id;
+        }
         row.last_seen_ns = row.last_seen_ns.max(c.end_ns);
     }
     let mut rows: Vec<CulpritRow> = rows.into_values().collect();
@@ -159,7 +174,9 @@ mod tests {
             container: "host".into(),
             syscall: Some("read".into()),
             path: Some(path.into()),
+            stall_id: ns,
             duration_ns: ns,
+            longest_wait_ns: ns / 2,
             end_ns: ns,
         }
     }
@@ -181,8 +198,9 @@ mod tests {
         );
         assert_eq!(
             (cadvisor.count, cadvisor.total_stall_ns, cadvisor.worst_ns),
-            (3, 350, 130)
+            (3, 350, 65)
         );
+        assert_eq!(cadvisor.worst_stall_id, 130);
         assert_eq!(rows[1].path.as_deref(), Some("/proc/slabinfo"));
     }
 

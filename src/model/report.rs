@@ -1,10 +1,17 @@
 //! The report of an analysis: one serializable value (`report --json`
 //! prints it as is; the text report and the UI read it). This file holds
-//! its types; `build` makes one from an analysis, `evidence` says what the
-//! samples show (stacks, irqs-off gaps).
+//! its types, the JSON contract that docs/report.schema.json states: every
+//! key is always there (a value that is unknown or does not apply is null,
+//! an empty list is []), every `*_ns` time is CLOCK_MONOTONIC with a
+//! `*_unix_ns` twin beside it, syscalls are named, records have ids that
+//! join them. `build` makes one from an analysis, `evidence` says what the
+//! samples show (stacks, irqs-off gaps), `distribution` reads histograms.
 
 mod build;
+mod distribution;
 mod evidence;
+mod rows;
+mod scope;
 
 use std::collections::BTreeMap;
 
@@ -15,14 +22,39 @@ use super::stalls::StallKind;
 use crate::stream::{HostInfo, ProbeLoad, Settings};
 
 pub(super) use build::{build, stall_row};
+pub(super) use evidence::most_frequent_stack;
+
+pub use distribution::{Distribution, Range};
+pub use scope::{unix_ns, utc, ReportScope, TimeSpec};
+
+/// The version of the JSON contract (docs/report.schema.json): bumped when a
+/// key changes meaning or goes away; new keys do not bump it.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Report {
+    pub schema_version: u32,
+    /// stalltop's version.
     pub version: &'static str,
     pub host: HostInfo,
-    /// When the recording starts (CLOCK_MONOTONIC ns, as every `*_ns` time).
+    /// When the recording starts (CLOCK_MONOTONIC ns, as every `*_ns` time),
+    /// and how long it is (up to the scope's end).
     pub start_ns: u64,
+    pub start_unix_ns: u64,
     pub duration_ns: u64,
+    /// Add to a `*_ns` time to get Unix time in ns (what every `*_unix_ns` is).
+    pub wall_clock_offset_ns: i64,
+    /// What the report was cut to (`--from/--to`, `--container`, `--pid`).
+    pub scope: ScopeRow,
+    /// A flight recording: the stall that made `serve` write it (null: not a
+    /// flight recording, or written on request).
+    pub trigger: Option<TriggerRow>,
+    /// stalltop's own process: its waits, slow calls and stolen softirq time
+    /// are left out of the lists (null in recordings before it was kept: then
+    /// tasks named stalltop are).
+    pub recorder_pid: Option<u32>,
+    /// Rows left out for being stalltop's own.
+    pub own_rows_left_out: u64,
     pub settings: Settings,
     /// Optional probes that did not come up during the recording.
     pub warnings: Vec<String>,
@@ -53,35 +85,74 @@ pub struct Report {
     pub softirq_stolen: Vec<StolenRow>,
 }
 
+impl Report {
+    /// The Unix time (ns) of one of the report's `*_ns` times.
+    pub fn unix_ns(&self, ns: u64) -> u64 {
+        (ns as i128 + self.wall_clock_offset_ns as i128).max(0) as u64
+    }
+}
+
+/// The window and the filter a report was cut to; nulls for none.
+#[derive(Serialize, Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScopeRow {
+    pub from_ns: Option<u64>,
+    pub from_unix_ns: Option<u64>,
+    pub to_ns: Option<u64>,
+    pub to_unix_ns: Option<u64>,
+    /// Only what the containers (or cgroups) matching this waited for, and
+    /// what their tasks did.
+    pub container: Option<String>,
+    pub pid: Option<u32>,
+    /// Display thresholds over the recording's (`settings`), or null.
+    pub runq_threshold_ns: Option<u64>,
+    pub stall_threshold_ns: Option<u64>,
+}
+
+/// The stall that triggered a flight recording.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct TriggerRow {
+    pub start_ns: u64,
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+    /// The trigger's stall in `stalls` (null when the report does not hold it).
+    pub stall_id: Option<u64>,
+}
+
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct StallRow {
     pub id: u64,
     pub cpu: u32,
     pub start_ns: u64,
+    pub start_unix_ns: u64,
+    /// The span: from the first merged wait's start to the last one's end. No
+    /// single task waited this long unless `signals` is 1.
     pub duration_ns: u64,
     pub kind: StallKind,
     /// Probe signals merged into this stall.
     pub signals: u32,
+    /// The longest single signal merged in: a task's wait, a softirq's delay
+    /// or a sampler gap. `report --sort worst` and the thresholds go by it.
+    pub longest_wait_ns: u64,
+    /// Task waits merged in (`runq_events` and `takeovers` with these ids;
+    /// the oldest may have left those lists, and a stall keeps at most 1,000).
+    pub wait_ids: Vec<u64>,
+    /// How many task waits were merged in (also those past `wait_ids`).
+    pub waits: u32,
     pub waited: WaitedRow,
     pub culprit: Option<CulpritDetail>,
     /// `throttled` stalls: the cgroup whose CPU quota ran out (the waiter's or an ancestor),
     /// by path. Such a stall has no culprit.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub throttled_cgroup: Option<String>,
     /// That cgroup's quota, as last read from cgroupfs.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<QuotaRow>,
     /// irqoff stalls: what the first tick after the gap found. A gap with
     /// no guest-side cause (idle CPU, user mode) points at the hypervisor.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
     /// irqoff stalls: the longest gap between sampler ticks (overlapping
     /// waits merged into the stall can make it longer than the gap).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<GapRow>,
     /// irqoff stalls that hardirq handlers ran most of: the longest handler run (no task
     /// culprit then).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub hardirq: Option<HardirqRow>,
 }
 
@@ -105,29 +176,29 @@ pub struct QuotaRow {
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct GapRow {
     pub start_ns: u64,
+    pub start_unix_ns: u64,
     pub duration_ns: u64,
 }
 
+/// What waited: a softirq vector, and the most telling task (ksoftirqd, else
+/// one kept off by a neighbour, else the one that waited longest).
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct WaitedRow {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub softirq: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tid: Option<u32>,
     pub comm: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// The task's own longest single wait in the stall.
     pub wait_ns: Option<u64>,
+    /// How many times the task waited in the stall.
+    pub waits: Option<u32>,
     /// Of `wait_ns`, the time the hypervisor took the vCPU (steal).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub steal_ns: Option<u64>,
     /// The task's CPU was idle for most of its wait: nobody held it.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cpu_idle: bool,
     /// The task's wait began on another CPU (`cpu` is where it ended).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub migrated: Option<MigratedRow>,
 }
 
@@ -147,17 +218,12 @@ pub struct CulpritDetail {
     pub comm: String,
     pub cgroup: String,
     pub container: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub syscall: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// On-CPU time of the whole syscall, softirqs excluded.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub oncpu_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_ns: Option<u64>,
     /// Softirq time that ran inside the call's slices.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub softirq_ns: Option<u64>,
     /// Most frequent kernel stack among the samples (leaf first).
     pub stack: Vec<String>,
@@ -168,8 +234,12 @@ pub struct CulpritDetail {
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct TakeoverRow {
+    pub id: u64,
+    /// The stall this wait was merged into (null: it left the stall list).
+    pub stall_id: Option<u64>,
     pub cpu: u32,
     pub ts_ns: u64,
+    pub ts_unix_ns: u64,
     pub wait_ns: u64,
     /// Of the wait, the time the hypervisor took this vCPU for something else.
     pub steal_ns: u64,
@@ -189,6 +259,11 @@ pub struct SyscallRow {
     pub p99_ns: Option<u64>,
     /// Sampled: the longest wall time of a call a tick found.
     pub max_ns: u64,
+    /// Sampled: `max_ns` and the counts are known to about one sampler tick,
+    /// this long; null when every call was timed (exact).
+    pub resolution_ns: Option<u64>,
+    /// Per-call wall times (exact; null when sampled).
+    pub distribution: Option<Distribution>,
     pub total_ns: u64,
     pub oncpu_total_ns: u64,
     /// Files, most time first: of the calls over the threshold (hooked
@@ -198,8 +273,10 @@ pub struct SyscallRow {
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct SlowSyscallRow {
-    /// When it returned (CLOCK_MONOTONIC ns).
+    pub id: u64,
+    /// When it returned (sampled: when it last left the CPU).
     pub ts_ns: u64,
+    pub ts_unix_ns: u64,
     pub cpu: u32,
     pub pid: u32,
     pub tid: u32,
@@ -211,6 +288,11 @@ pub struct SlowSyscallRow {
     pub wall_ns: u64,
     pub oncpu_ns: u64,
     pub softirq_ns: u64,
+    /// Sampler ticks that found the call on a CPU, and the kernel and user
+    /// stack they found most often (leaf first; empty when none did).
+    pub samples: usize,
+    pub stack: Vec<String>,
+    pub user_stack: Vec<String>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -233,6 +315,8 @@ pub struct SoftirqRow {
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
+    /// The timed delays.
+    pub distribution: Distribution,
     /// Runs that happened in ksoftirqd rather than at irq exit.
     pub in_ksoftirqd: u64,
     pub run_total_ns: u64,
@@ -253,11 +337,15 @@ pub struct StolenRow {
 pub struct RunqRow {
     pub cgroup: String,
     pub container: String,
+    /// Every wait for a CPU of the cgroup's tasks, long or short.
     pub count: u64,
+    /// Estimates: the middle of the histogram bucket, never above `max_ns`
+    /// (`distribution` has the buckets' ranges).
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
     pub total_ns: u64,
+    pub distribution: Distribution,
     pub preempted_by: PreemptedBy,
     pub top_preemptors: Vec<PreemptorRow>,
 }
@@ -281,8 +369,13 @@ pub struct PreemptorRow {
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct RunqEventRow {
+    pub id: u64,
+    /// The stall this wait was merged into (null: it left the stall list).
+    pub stall_id: Option<u64>,
     pub cpu: u32,
+    /// When the task got the CPU (the wait began `wait_ns` before).
     pub ts_ns: u64,
+    pub ts_unix_ns: u64,
     pub wait_ns: u64,
     pub pid: u32,
     pub tid: u32,
@@ -294,20 +387,22 @@ pub struct RunqEventRow {
     pub ran_instead: RanInstead,
     /// The cgroup whose exhausted CPU quota explains the wait; `ran_instead` only filled the
     /// CPU meanwhile.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub throttled_cgroup: Option<String>,
     /// The wait began on another CPU (`cpu` is where it ended).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub migrated: Option<MigratedRow>,
 }
 
+/// The task that held the CPU while the wait lasted (pid and tid 0: the CPU
+/// was idle).
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
 pub struct RanInstead {
     pub pid: u32,
+    pub tid: u32,
     pub comm: String,
     pub cgroup: String,
-    /// The syscall it was inside, by number, if any.
-    pub syscall_nr: Option<u32>,
+    pub container: String,
+    /// The syscall it was inside, if any.
+    pub syscall: Option<String>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]

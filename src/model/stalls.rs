@@ -9,6 +9,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::stall_waits::{StallWaits, WaitRef};
 use crate::event::{
     HardirqRun, RunqWait, Sample, SlowSyscall, SoftirqDelay, TaskRef, WaitMigrated,
 };
@@ -123,6 +124,8 @@ pub struct Stall {
     culprit_weights: Vec<(u32, u64)>,
     /// Signals merged into this stall.
     pub signals: u32,
+    /// The task waits merged in, and the longest single signal.
+    pub waits: StallWaits,
     /// Stack samples taken on this CPU inside the interval.
     pub samples: Vec<Sample>,
     /// For irqs-off gaps: the first sampler tick after the gap, the only
@@ -189,6 +192,7 @@ struct Signal {
     gap_ns: u64,
     strength: Strength,
     sample: Option<Sample>,
+    waits: StallWaits,
 }
 
 pub struct StallTracker {
@@ -220,9 +224,16 @@ impl StallTracker {
         self.stalls.iter()
     }
 
-    pub fn runq(&mut self, w: &RunqWait, kind: StallKind) {
+    /// A task's wait (`kind` Runq) or ksoftirqd's (Ksoftirqd); `wait_id` is its id in the
+    /// analysis.
+    pub fn runq(&mut self, w: &RunqWait, kind: StallKind, wait_id: u64) {
+        let waits = StallWaits::wait(WaitRef {
+            id: wait_id,
+            tid: w.waiter.tid,
+            wait_ns: w.wait_ns,
+        });
         if let Some(throttle) = w.throttle {
-            return self.throttled(w, throttle.cgroup);
+            return self.throttled(w, throttle.cgroup, waits);
         }
         let strength = if w.ran.tid == 0 || w.ran.comm.starts_with("ksoftirqd/") {
             Strength::None
@@ -250,12 +261,13 @@ impl StallTracker {
             gap_ns: 0,
             strength,
             sample: None,
+            waits,
         });
     }
 
     /// A wait that a CPU quota explains: whoever ran meanwhile only filled the CPU, so there
     /// is no culprit.
-    fn throttled(&mut self, w: &RunqWait, cgroup: u64) {
+    fn throttled(&mut self, w: &RunqWait, cgroup: u64, waits: StallWaits) {
         self.add(Signal {
             cpu: w.cpu,
             start_ns: w.ts_ns.saturating_sub(w.wait_ns),
@@ -273,6 +285,7 @@ impl StallTracker {
             gap_ns: 0,
             strength: Strength::None,
             sample: None,
+            waits,
         });
     }
 
@@ -300,6 +313,7 @@ impl StallTracker {
                 Strength::None
             },
             sample: None,
+            waits: StallWaits::signal(s.delay_ns),
         });
     }
 
@@ -320,6 +334,7 @@ impl StallTracker {
                 Strength::Held
             },
             sample: Some(s.clone()),
+            waits: StallWaits::signal(s.gap_ns),
         });
     }
 
@@ -341,6 +356,15 @@ impl StallTracker {
                 }
             }
         }
+    }
+
+    /// The recent samples of thread `tid` (on any CPU) from `start_ns` to `end_ns`.
+    pub fn samples_of_task(&self, tid: u32, start_ns: u64, end_ns: u64) -> Vec<&Sample> {
+        self.recent_samples
+            .values()
+            .flatten()
+            .filter(|s| s.task.tid == tid && (start_ns..=end_ns).contains(&s.ts_ns))
+            .collect()
     }
 
     /// A long hardirq handler run: kept to explain the gaps it falls in, and given to the
@@ -443,6 +467,7 @@ impl StallTracker {
             strength: Strength::None,
             culprit_weights: Vec::new(),
             signals: 0,
+            waits: StallWaits::default(),
             samples: Vec::new(),
             first_tick: None,
             hardirqs: Vec::new(),
@@ -465,6 +490,7 @@ impl StallTracker {
         stall.gap_ns += signal.gap_ns;
         stall.kind = stall_kind(stall.wait_kind, stall.gap_ns, stall.end_ns - stall.start_ns);
         stall.signals += 1;
+        stall.waits.absorb(signal.waits);
         if stall.waited.softirq.is_none() {
             stall.waited.softirq = signal.waited.softirq;
         }
@@ -627,6 +653,7 @@ impl Stall {
             gap_ns: self.gap_ns,
             strength: self.strength,
             sample: self.first_tick,
+            waits: self.waits,
         }
     }
 }

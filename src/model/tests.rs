@@ -42,6 +42,8 @@ pub(crate) fn header() -> Header {
         },
         warnings: vec![],
         probes: vec![],
+        trigger: None,
+        recorder_pid: None,
     }
 }
 

@@ -67,6 +67,8 @@ mod tests {
             p50_ns: None,
             p99_ns: None,
             max_ns: total_ns,
+            resolution_ns: None,
+            distribution: None,
             total_ns,
             oncpu_total_ns,
             top_paths: Vec::new(),

@@ -56,6 +56,7 @@ pub fn culprit_views(report: &Report, on_screen: &dyn Fn(&StallRow) -> bool) -> 
                     total_stall_ns: 0,
                     worst_ns: 0,
                     last_seen_ns: 0,
+                    last_seen_unix_ns: 0,
                     ..report.culprits[index].clone()
                 },
                 stalls: Vec::new(),
@@ -69,7 +70,9 @@ pub fn culprit_views(report: &Report, on_screen: &dyn Fn(&StallRow) -> bool) -> 
                     count: 0,
                     total_stall_ns: 0,
                     worst_ns: 0,
+                    worst_stall_id: stall.id,
                     last_seen_ns: 0,
+                    last_seen_unix_ns: 0,
                 };
                 unmatched.entry(culprit_key(&row)).or_insert(CulpritView {
                     row,
@@ -79,11 +82,15 @@ pub fn culprit_views(report: &Report, on_screen: &dyn Fn(&StallRow) -> bool) -> 
         };
         view.row.count += 1;
         view.row.total_stall_ns += stall.duration_ns;
-        view.row.worst_ns = view.row.worst_ns.max(stall.duration_ns);
-        view.row.last_seen_ns = view
-            .row
-            .last_seen_ns
-            .max(stall.start_ns + stall.duration_ns);
+        if stall.longest_wait_ns > view.row.worst_ns {
+            view.row.worst_ns = stall.longest_wait_ns;
+            view.row.worst_stall_id = stall.id;
+        }
+        let end = stall.start_ns + stall.duration_ns;
+        if end > view.row.last_seen_ns {
+            view.row.last_seen_ns = end;
+            view.row.last_seen_unix_ns = stall.start_unix_ns + stall.duration_ns;
+        }
         view.stalls.push(i);
     }
     by_row

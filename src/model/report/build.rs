@@ -1,92 +1,231 @@
-//! Builds the report from an analysis: every row type from the analysis's
-//! stalls, kernel snapshots, throttling deltas and slow calls, names
-//! resolved. Pure.
+//! Builds the report from an analysis: stalls with their waits, the waits,
+//! takeovers and slow calls with ids that join them, culprits, all cut to
+//! the analysis's scope (a window, the tasks of a container or a pid: then
+//! each stall shows that victim's own wait). `rows` makes the aggregate
+//! tables. Pure.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 
 use super::evidence::{culprit_detail, gap_evidence};
+use super::rows::{lost_events, runq_rows, softirq_rows, stolen_rows, syscall_rows, throttle_rows};
+use super::scope::unix_ns;
 use super::*;
-use crate::event::{softirq_name, RunqWait, Sample, SlowSyscall, WaitMigrated};
-use crate::histogram::Histogram;
+use crate::event::{softirq_name, RunqWait, Sample, WaitMigrated};
 use crate::model::culprits::{self, StallCause};
 use crate::model::stalls::{self, Culprit, Stall};
-use crate::model::Analysis;
-use crate::modes::SyscallMode;
-use crate::stream::CgroupRunq;
+use crate::model::{Analysis, Numbered, SlowCall};
 use crate::syscall_table;
 
-/// Preemptors listed per cgroup.
-const TOP_PREEMPTORS: usize = 5;
-/// Paths listed per syscall row.
-const TOP_PATHS: usize = 5;
-/// Syscall rows in a report.
-const TOP_SYSCALLS: usize = 50;
-/// Tasks listed for stolen softirq time.
-const TOP_STOLEN: usize = 20;
 pub(in crate::model) fn build(a: &Analysis) -> Report {
-    let mut runq: Vec<RunqRow> = a
-        .kernel
+    let header = a.header();
+    let scope = a.scope();
+    let kernel = a.kernel_in_scope();
+    let all_events: Vec<RunqEventRow> = a
+        .runq_waits
         .iter()
-        .flat_map(|k| k.runq.iter())
-        .map(|r| runq_row(a, r))
+        .filter(|w| scope.overlaps(w.item.ts_ns.saturating_sub(w.item.wait_ns), w.item.ts_ns))
+        .filter(|w| scope.passes(StallKind::Runq, w.item.wait_ns))
+        .map(|w| runq_event_row(a, w))
         .collect();
-    runq.sort_by(|x, y| {
-        y.p99_ns
-            .cmp(&x.p99_ns)
-            .then_with(|| x.cgroup.cmp(&y.cgroup))
+    let mut stalls: Vec<StallRow> = a
+        .stalls
+        .stalls()
+        .filter(|s| scope.overlaps(s.start_ns, s.end_ns))
+        .filter(|s| scope.passes(s.kind, s.waits.longest_ns))
+        .map(|s| stall_row(a, s))
+        .collect();
+    let is_recorder = |pid: u32, comm: &str| match header.recorder_pid {
+        Some(recorder) => pid == recorder,
+        None => comm == "stalltop",
+    };
+    let mut own_rows_left_out = 0;
+    let mut leave_own = |own: bool| {
+        own_rows_left_out += u64::from(own);
+        !own
+    };
+    let mut runq_events: Vec<RunqEventRow> = all_events
+        .into_iter()
+        .filter(|e| leave_own(is_recorder(e.pid, &e.comm)))
+        .collect();
+    if scope.has_victim() {
+        stalls = victims_stalls(stalls, &runq_events, scope);
+        runq_events.retain(|e| scope.matches_task(e.pid, &e.cgroup, &e.container));
+    }
+    let stall_of: HashMap<u64, u64> = stalls
+        .iter()
+        .flat_map(|s| s.wait_ids.iter().map(move |&w| (w, s.id)))
+        .collect();
+    for event in &mut runq_events {
+        event.stall_id = stall_of.get(&event.id).copied();
+    }
+    let takeovers: Vec<TakeoverRow> = a
+        .takeovers
+        .iter()
+        .filter(|t| scope.overlaps(t.item.ts_ns.saturating_sub(t.item.wait_ns), t.item.ts_ns))
+        .filter(|t| scope.passes(StallKind::Ksoftirqd, t.item.wait_ns))
+        .map(|t| takeover_row(a, t, stall_of.get(&t.id).copied()))
+        .filter(|t| !scope.has_victim() || t.stall_id.is_some())
+        .collect();
+    let slow_syscalls: Vec<SlowSyscallRow> = a
+        .slow_syscalls
+        .iter()
+        .filter(|c| {
+            scope.overlaps(
+                c.item.call.ts_ns.saturating_sub(c.item.call.wall_ns),
+                c.item.call.ts_ns,
+            )
+        })
+        .map(|c| slow_syscall_row(a, c))
+        .filter(|c| scope.matches_task(c.pid, &c.cgroup, &c.container))
+        .filter(|c| leave_own(is_recorder(c.pid, &c.comm)))
+        .collect();
+    let mut softirq_stolen = stolen_rows(kernel.as_ref(), scope);
+    softirq_stolen.retain(|s| leave_own(is_recorder(s.pid, &s.comm)));
+    // A pid narrows the cgroup tables to the containers it was seen in.
+    let pid_containers: Option<HashSet<&str>> = scope.pid.map(|_| {
+        runq_events
+            .iter()
+            .map(|e| e.container.as_str())
+            .chain(slow_syscalls.iter().map(|c| c.container.as_str()))
+            .collect()
     });
+    let in_scope = |cgroup: &str, container: &str| {
+        scope.matches_cgroup(cgroup, container)
+            && pid_containers
+                .as_ref()
+                .is_none_or(|set| set.contains(container))
+    };
+    let mut runq = runq_rows(a, kernel.as_ref());
+    runq.retain(|r| in_scope(&r.cgroup, &r.container));
+    let mut throttling = throttle_rows(a, &runq);
+    throttling.retain(|t| in_scope(&t.cgroup, &t.container));
+    let mut syscalls = syscall_rows(a, kernel.as_ref());
+    syscalls.retain(|s| in_scope(&s.container, &s.container));
+    let counters = kernel.as_ref().map(|k| &k.counters);
+    let end_ns = scope.to_ns.unwrap_or(u64::MAX).min(a.last_ts);
+    let start_ns = header.start_ns;
     Report {
+        schema_version: SCHEMA_VERSION,
         version: env!("CARGO_PKG_VERSION"),
-        host: a.header.host.clone(),
-        start_ns: a.header.start_ns,
-        duration_ns: a.last_ts.saturating_sub(a.header.start_ns),
-        settings: a.header.settings.clone(),
-        warnings: a.header.warnings.clone(),
-        probes: a.header.probes.clone(),
-        lost_events: lost_events(a),
-        map_full: a
-            .kernel
-            .iter()
-            .flat_map(|k| k.counters.map_full.iter().cloned())
-            .collect(),
-        rate_limited_events: a
-            .kernel
-            .iter()
-            .flat_map(|k| k.counters.rate_limited.iter().cloned())
-            .collect(),
-        runq_events: a.runq_waits.iter().map(|w| runq_event_row(a, w)).collect(),
-        throttling: throttle_rows(a, &runq),
+        host: header.host.clone(),
+        start_ns,
+        start_unix_ns: unix_ns(header, start_ns),
+        duration_ns: end_ns.saturating_sub(start_ns),
+        wall_clock_offset_ns: header.wall_clock_offset_ns,
+        scope: scope.row(header),
+        trigger: header.trigger.map(|t| TriggerRow {
+            start_ns: t.start_ns,
+            start_unix_ns: unix_ns(header, t.start_ns),
+            duration_ns: t.end_ns.saturating_sub(t.start_ns),
+            stall_id: (t.end_ns > t.start_ns)
+                .then(|| {
+                    a.stalls
+                        .stalls()
+                        .filter(|s| s.start_ns <= t.end_ns && t.start_ns <= s.end_ns)
+                        .max_by_key(|s| s.duration_ns())
+                        .map(|s| s.id)
+                })
+                .flatten(),
+        }),
+        recorder_pid: header.recorder_pid,
+        own_rows_left_out,
+        settings: header.settings.clone(),
+        warnings: header.warnings.clone(),
+        probes: header.probes.clone(),
+        lost_events: lost_events(a, counters),
+        map_full: counters
+            .map(|c| c.map_full.iter().cloned().collect())
+            .unwrap_or_default(),
+        rate_limited_events: counters
+            .map(|c| c.rate_limited.iter().cloned().collect())
+            .unwrap_or_default(),
+        culprits: culprit_rows(a, &stalls),
+        runq_events,
+        throttling,
         runq,
-        stalls: a.stalls.stalls().map(|s| stall_row(a, s)).collect(),
-        takeovers: a.takeovers.iter().map(|t| takeover_row(a, t)).collect(),
-        culprits: culprit_rows(a),
-        syscalls: syscall_rows(a),
-        slow_syscalls: a
-            .slow_syscalls
-            .iter()
-            .map(|c| slow_syscall_row(a, c))
-            .collect(),
-        softirq: softirq_rows(a),
-        softirq_stolen: stolen_rows(a),
+        stalls,
+        takeovers,
+        syscalls,
+        slow_syscalls,
+        softirq: softirq_rows(a, kernel.as_ref()),
+        softirq_stolen,
     }
 }
 
+/// The stalls in which a task of the scope waited, each showing that task's
+/// own wait (its longest in the stall) as what waited.
+fn victims_stalls(
+    stalls: Vec<StallRow>,
+    events: &[RunqEventRow],
+    scope: &ReportScope,
+) -> Vec<StallRow> {
+    let by_id: HashMap<u64, &RunqEventRow> = events.iter().map(|e| (e.id, e)).collect();
+    stalls
+        .into_iter()
+        .filter_map(|mut stall| {
+            let waited = &stall.waited;
+            let shown_matches = match (waited.pid, &waited.cgroup, &waited.container) {
+                (Some(pid), Some(cgroup), Some(container)) => {
+                    scope.matches_task(pid, cgroup, container)
+                }
+                _ => false,
+            };
+            if shown_matches {
+                return Some(stall);
+            }
+            let victim_waits: Vec<&RunqEventRow> = stall
+                .wait_ids
+                .iter()
+                .filter_map(|id| by_id.get(id).copied())
+                .filter(|e| scope.matches_task(e.pid, &e.cgroup, &e.container))
+                .collect();
+            let longest = victim_waits.iter().max_by_key(|e| e.wait_ns)?;
+            let waits = victim_waits.iter().filter(|e| e.tid == longest.tid).count();
+            stall.waited = WaitedRow {
+                softirq: stall.waited.softirq,
+                pid: Some(longest.pid),
+                tid: Some(longest.tid),
+                comm: Some(longest.comm.clone()),
+                cgroup: Some(longest.cgroup.clone()),
+                container: Some(longest.container.clone()),
+                wait_ns: Some(longest.wait_ns),
+                waits: Some(waits as u32),
+                steal_ns: Some(longest.steal_ns),
+                cpu_idle: longest.ran_instead.tid == 0,
+                migrated: longest.migrated,
+            };
+            Some(stall)
+        })
+        .collect()
+}
+
 pub(in crate::model) fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
+    let header = a.header();
     let throttled_cgroup = s.throttled_cgroup.map(|id| a.cgroup_path(id));
+    let task = s.waited.task.as_ref();
+    let (own_longest, own_waits) = task.map_or((0, 0), |t| s.waits.of_task(t.tid));
+    let cgroup = task.map(|t| a.cgroup_path(t.cgroup));
     StallRow {
         id: s.id,
         cpu: s.cpu,
         start_ns: s.start_ns,
+        start_unix_ns: unix_ns(header, s.start_ns),
         duration_ns: s.duration_ns(),
         kind: s.kind,
         signals: s.signals,
+        longest_wait_ns: s.waits.longest_ns,
+        wait_ids: s.waits.waits.iter().map(|w| w.id).collect(),
+        waits: s.waits.count,
         waited: WaitedRow {
             softirq: s.waited.softirq.map(softirq_name),
-            pid: s.waited.task.as_ref().map(|t| t.pid),
-            comm: s.waited.task.as_ref().map(|t| t.comm.clone()),
-            cgroup: s.waited.task.as_ref().map(|t| a.cgroup_path(t.cgroup)),
-            wait_ns: s.waited.task.as_ref().map(|_| s.waited.task_wait_ns),
-            steal_ns: s.waited.task.as_ref().map(|_| s.waited.task_steal_ns),
+            pid: task.map(|t| t.pid),
+            tid: task.map(|t| t.tid),
+            comm: task.map(|t| t.comm.clone()),
+            container: cgroup.as_deref().map(|c| a.container_of_path(c)),
+            cgroup,
+            wait_ns: task.map(|_| own_longest.max(s.waited.task_wait_ns)),
+            waits: task.map(|_| own_waits.max(1)),
+            steal_ns: task.map(|_| s.waited.task_steal_ns),
             cpu_idle: s.waited.cpu_idle && s.culprit.is_none(),
             migrated: s.waited.migrated.map(migrated_row),
         },
@@ -103,9 +242,13 @@ pub(in crate::model) fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
             .first_tick
             .as_ref()
             .map(|t| gap_evidence(a, t, s.hardirq_cause())),
-        gap: s.first_tick.as_ref().map(|t| GapRow {
-            start_ns: t.ts_ns.saturating_sub(t.gap_ns),
-            duration_ns: t.gap_ns,
+        gap: s.first_tick.as_ref().map(|t| {
+            let start_ns = t.ts_ns.saturating_sub(t.gap_ns);
+            GapRow {
+                start_ns,
+                start_unix_ns: unix_ns(header, start_ns),
+                duration_ns: t.gap_ns,
+            }
         }),
         hardirq: s.hardirq_cause().map(|h| HardirqRow {
             irq: h.irq,
@@ -116,7 +259,8 @@ pub(in crate::model) fn stall_row(a: &Analysis, s: &Stall) -> StallRow {
     }
 }
 
-fn takeover_row(a: &Analysis, t: &RunqWait) -> TakeoverRow {
+fn takeover_row(a: &Analysis, t: &Numbered<RunqWait>, stall_id: Option<u64>) -> TakeoverRow {
+    let (id, t) = (t.id, &t.item);
     let culprit = (t.ran.tid != 0).then(|| {
         let mut culprit = Culprit {
             task: t.ran.clone(),
@@ -128,6 +272,7 @@ fn takeover_row(a: &Analysis, t: &RunqWait) -> TakeoverRow {
         if let Some(call) = a
             .slow_syscalls
             .iter()
+            .map(|c| &c.item.call)
             .find(|call| stalls::call_matches(&culprit, call, start, t.ts_ns))
         {
             culprit.syscall = Some(call.nr);
@@ -142,37 +287,50 @@ fn takeover_row(a: &Analysis, t: &RunqWait) -> TakeoverRow {
         .flat_map(|s| s.samples.iter().cloned())
         .collect();
     TakeoverRow {
+        id,
+        stall_id,
         cpu: t.cpu,
         ts_ns: t.ts_ns,
+        ts_unix_ns: unix_ns(a.header(), t.ts_ns),
         wait_ns: t.wait_ns,
         steal_ns: t.steal_ns,
         culprit: culprit.map(|c| culprit_detail(a, &c, &samples)),
     }
 }
 
-fn culprit_rows(a: &Analysis) -> Vec<CulpritRow> {
-    let causes: Vec<StallCause> = a
-        .stalls
-        .stalls()
+/// Who held the CPU in the report's stalls, worst single wait per culprit.
+fn culprit_rows(a: &Analysis, stalls: &[StallRow]) -> Vec<CulpritRow> {
+    let causes: Vec<StallCause> = stalls
+        .iter()
         .filter_map(|s| {
             let c = s.culprit.as_ref()?;
             Some(StallCause {
-                comm: c.task.comm.clone(),
-                container: a.container(c.task.cgroup),
-                syscall: c.syscall.map(syscall_table::name),
-                path: c.call.as_ref().and_then(|call| call.path.text()),
-                duration_ns: s.duration_ns(),
-                end_ns: s.end_ns,
+                comm: c.comm.clone(),
+                container: c.container.clone(),
+                syscall: c.syscall.clone(),
+                path: c.path.clone(),
+                stall_id: s.id,
+                duration_ns: s.duration_ns,
+                longest_wait_ns: s.longest_wait_ns,
+                end_ns: s.start_ns + s.duration_ns,
             })
         })
         .collect();
-    culprits::aggregate(&causes)
+    let mut rows = culprits::aggregate(&causes);
+    for row in &mut rows {
+        row.last_seen_unix_ns = unix_ns(a.header(), row.last_seen_ns);
+    }
+    rows
 }
 
-fn slow_syscall_row(a: &Analysis, c: &SlowSyscall) -> SlowSyscallRow {
+fn slow_syscall_row(a: &Analysis, c: &Numbered<SlowCall>) -> SlowSyscallRow {
+    let (id, slow) = (c.id, &c.item);
+    let c = &slow.call;
     let cgroup = a.cgroup_path(c.task.cgroup);
     SlowSyscallRow {
+        id,
         ts_ns: c.ts_ns,
+        ts_unix_ns: unix_ns(a.header(), c.ts_ns),
         cpu: c.cpu,
         pid: c.task.pid,
         tid: c.task.tid,
@@ -184,186 +342,30 @@ fn slow_syscall_row(a: &Analysis, c: &SlowSyscall) -> SlowSyscallRow {
         wall_ns: c.wall_ns,
         oncpu_ns: c.oncpu_ns,
         softirq_ns: c.softirq_ns,
-    }
-}
-
-fn syscall_rows(a: &Analysis) -> Vec<SyscallRow> {
-    struct Acc {
-        wall: Histogram,
-        count: u64,
-        max_ns: u64,
-        total_ns: u64,
-        oncpu_total_ns: u64,
-    }
-    let mut by_key: BTreeMap<(u32, String), Acc> = BTreeMap::new();
-    for s in a.kernel.iter().flat_map(|k| k.syscalls.iter()) {
-        let container = a.container(s.cgroup);
-        let acc = by_key.entry((s.nr, container)).or_insert(Acc {
-            wall: Histogram::default(),
-            count: 0,
-            max_ns: 0,
-            total_ns: 0,
-            oncpu_total_ns: 0,
-        });
-        acc.wall.merge(&s.wall);
-        acc.count += s.count;
-        acc.max_ns = acc.max_ns.max(s.max_ns);
-        acc.total_ns += s.wall_total_ns;
-        acc.oncpu_total_ns += s.oncpu_total_ns;
-    }
-    let mut rows: Vec<SyscallRow> = by_key
-        .into_iter()
-        .map(|((nr, container), acc)| SyscallRow {
-            syscall: syscall_table::name(nr),
-            top_paths: top_paths(a, nr, &container),
-            container,
-            count: acc.count,
-            p50_ns: (acc.wall.count() > 0).then(|| acc.wall.quantile_at_most(0.5, acc.max_ns)),
-            p99_ns: (acc.wall.count() > 0).then(|| acc.wall.quantile_at_most(0.99, acc.max_ns)),
-            max_ns: acc.max_ns,
-            total_ns: acc.total_ns,
-            oncpu_total_ns: acc.oncpu_total_ns,
-        })
-        .collect();
-    rows.sort_by(|x, y| {
-        y.oncpu_total_ns
-            .cmp(&x.oncpu_total_ns)
-            .then(y.total_ns.cmp(&x.total_ns))
-    });
-    rows.truncate(TOP_SYSCALLS);
-    rows
-}
-
-/// The files of the slow calls of syscall `nr` in `container`.
-fn top_paths(a: &Analysis, nr: u32, container: &str) -> Vec<PathRow> {
-    let mut by_path: HashMap<String, PathRow> = HashMap::new();
-    let mut add = |path: &str, count: u64, ns: u64| {
-        let pattern = crate::model::path_pattern(path);
-        let row = by_path.entry(pattern.clone()).or_insert(PathRow {
-            path: pattern,
-            count: 0,
-            total_ns: 0,
-        });
-        row.count += count;
-        row.total_ns += ns;
-    };
-    let settings = &a.header.settings;
-    if settings.syscalls == SyscallMode::Sampled {
-        let files = a
-            .kernel
+        samples: slow.samples,
+        stack: slow
+            .kernel_stack
             .iter()
-            .flat_map(|k| k.files.iter())
-            .filter(|f| f.nr == nr && a.container(f.cgroup) == container);
-        for f in files {
-            add(&f.path, f.calls, f.oncpu_ns);
-        }
-    } else {
-        let calls = a
-            .slow_syscalls
+            .map(|&f| a.kernel_symbol(f))
+            .collect(),
+        user_stack: slow
+            .user_stack
             .iter()
-            .filter(|c: &&SlowSyscall| c.nr == nr && a.container(c.task.cgroup) == container);
-        for call in calls {
-            if let Some(path) = call.path.text() {
-                add(&path, 1, call.wall_ns);
-            }
-        }
-    }
-    let mut rows: Vec<PathRow> = by_path.into_values().collect();
-    rows.sort_by(|x, y| {
-        y.total_ns
-            .cmp(&x.total_ns)
-            .then_with(|| x.path.cmp(&y.path))
-    });
-    rows.truncate(TOP_PATHS);
-    rows
-}
-
-fn softirq_rows(a: &Analysis) -> Vec<SoftirqRow> {
-    a.kernel
-        .iter()
-        .flat_map(|k| k.softirq.iter())
-        .map(|s| SoftirqRow {
-            cpu: s.cpu,
-            vector: softirq_name(s.vector),
-            count: s.count,
-            timed: s.delay.count(),
-            p50_ns: s.delay.quantile_at_most(0.5, s.delay_max_ns),
-            p99_ns: s.delay.quantile_at_most(0.99, s.delay_max_ns),
-            max_ns: s.delay_max_ns,
-            in_ksoftirqd: s.runs_in_ksoftirqd,
-            run_total_ns: s.run_total_ns,
-            run_in_ksoftirqd_ns: s.run_in_ksoftirqd_ns,
-        })
-        .collect()
-}
-
-fn stolen_rows(a: &Analysis) -> Vec<StolenRow> {
-    a.kernel
-        .iter()
-        .flat_map(|k| k.softirq_stolen.iter())
-        .take(TOP_STOLEN)
-        .map(|s| StolenRow {
-            pid: s.pid,
-            tid: s.tid,
-            comm: s.comm.clone(),
-            vector: softirq_name(s.vector),
-            ns: s.ns,
-            count: s.count,
-        })
-        .collect()
-}
-
-fn lost_events(a: &Analysis) -> BTreeMap<String, u64> {
-    let mut lost: BTreeMap<String, u64> = a
-        .kernel
-        .iter()
-        .flat_map(|k| k.counters.lost.iter().cloned())
-        .collect();
-    lost.insert("undecodable".into(), a.undecodable_records);
-    lost
-}
-
-fn runq_row(a: &Analysis, r: &CgroupRunq) -> RunqRow {
-    let cgroup = a.cgroup_path(r.cgroup);
-    let top_preemptors = a
-        .kernel
-        .iter()
-        .flat_map(|k| k.preemptors.iter())
-        .filter(|p| p.victim_cgroup == r.cgroup)
-        .take(TOP_PREEMPTORS)
-        .map(|p| {
-            let cgroup = a.cgroup_path(p.preemptor_cgroup);
-            PreemptorRow {
-                comm: p.comm.clone(),
-                container: a.container_of_path(&cgroup),
-                cgroup,
-                count: p.count,
-            }
-        })
-        .collect();
-    RunqRow {
-        container: a.container_of_path(&cgroup),
-        cgroup,
-        count: r.count,
-        p50_ns: r.latency.quantile_at_most(0.5, r.max_ns),
-        p99_ns: r.latency.quantile_at_most(0.99, r.max_ns),
-        max_ns: r.max_ns,
-        total_ns: r.total_ns,
-        preempted_by: PreemptedBy {
-            same_cgroup: r.preempted_same_cgroup,
-            other_cgroup: r.preempted_other_cgroup,
-            kthread: r.preempted_kthread,
-            throttled: r.preempted_throttled,
-        },
-        top_preemptors,
+            .map(|&f| a.user_symbol(c.task.pid, f))
+            .collect(),
     }
 }
 
-fn runq_event_row(a: &Analysis, w: &RunqWait) -> RunqEventRow {
+fn runq_event_row(a: &Analysis, w: &Numbered<RunqWait>) -> RunqEventRow {
+    let (id, w) = (w.id, &w.item);
     let cgroup = a.cgroup_path(w.waiter.cgroup);
+    let ran_cgroup = a.cgroup_path(w.ran.cgroup);
     RunqEventRow {
+        id,
+        stall_id: None,
         cpu: w.cpu,
         ts_ns: w.ts_ns,
+        ts_unix_ns: unix_ns(a.header(), w.ts_ns),
         wait_ns: w.wait_ns,
         pid: w.waiter.pid,
         tid: w.waiter.tid,
@@ -373,9 +375,11 @@ fn runq_event_row(a: &Analysis, w: &RunqWait) -> RunqEventRow {
         steal_ns: w.steal_ns,
         ran_instead: RanInstead {
             pid: w.ran.pid,
+            tid: w.ran.tid,
             comm: w.ran.comm.clone(),
-            cgroup: a.cgroup_path(w.ran.cgroup),
-            syscall_nr: w.ran_syscall.map(|(nr, _)| nr),
+            container: a.container_of_path(&ran_cgroup),
+            cgroup: ran_cgroup,
+            syscall: w.ran_syscall.map(|(nr, _)| syscall_table::name(nr)),
         },
         throttled_cgroup: w.throttle.map(|t| a.cgroup_path(t.cgroup)),
         migrated: w.migrated.map(migrated_row),
@@ -386,44 +390,5 @@ fn migrated_row(m: WaitMigrated) -> MigratedRow {
     MigratedRow {
         from_cpu: m.from_cpu,
         migrations: m.migrations,
-    }
-}
-
-fn throttle_rows(a: &Analysis, runq: &[RunqRow]) -> Vec<ThrottleRow> {
-    a.throttle
-        .deltas()
-        .into_iter()
-        .map(|d| {
-            let quota_ns = d.nr_periods as f64 * d.latest.quota_us as f64 * 1000.0;
-            ThrottleRow {
-                container: a.container_of_path(&d.latest.path),
-                cgroup: d.latest.path.clone(),
-                quota_us: d.latest.quota_us,
-                period_us: d.latest.period_us,
-                burst_us: d.latest.burst_us,
-                cpus: d.latest.cpus.clone(),
-                nr_periods: d.nr_periods,
-                nr_throttled: d.nr_throttled,
-                throttled_pct: percent(d.nr_throttled as f64, d.nr_periods as f64),
-                throttled_ns: d.throttled_ns,
-                usage_ns: d.usage_ns,
-                usage_of_quota_pct: d
-                    .usage_ns
-                    .filter(|_| quota_ns > 0.0)
-                    .map(|u| percent(u as f64, quota_ns)),
-                runq_p99_ns: runq
-                    .iter()
-                    .find(|r| r.cgroup == d.latest.path)
-                    .map(|r| r.p99_ns),
-            }
-        })
-        .collect()
-}
-
-fn percent(part: f64, whole: f64) -> f64 {
-    if whole > 0.0 {
-        (part / whole * 1000.0).round() / 10.0
-    } else {
-        0.0
     }
 }

@@ -110,7 +110,8 @@ pub(super) fn culprit_detail(a: &Analysis, c: &Culprit, samples: &[Sample]) -> C
     }
 }
 
-fn most_frequent_stack<'s>(samples: &[&'s Sample]) -> Option<&'s Sample> {
+/// The sample whose kernel stack came up most often (on a tie, the earliest).
+pub(in crate::model) fn most_frequent_stack<'s>(samples: &[&'s Sample]) -> Option<&'s Sample> {
     let mut counts: HashMap<&[u64], (usize, &'s Sample)> = HashMap::new();
     for s in samples {
         counts.entry(&s.kernel_stack).or_insert((0, s)).0 += 1;
