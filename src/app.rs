@@ -135,6 +135,8 @@ pub struct App {
     prompt: Option<Prompt>,
     /// One line for the footer until the next key.
     status: Option<String>,
+    /// Text y asked to copy, until the loop takes it.
+    clipboard: Option<String>,
     size: Rect,
     quit: bool,
     /// Bumped whenever the view changes: the loops draw when it moved.
@@ -160,7 +162,15 @@ impl App {
             .chain(replay.damage.iter())
             .cloned()
             .collect();
-        App::new(header, Mode::Replay(Box::new(replay)), warnings, refresh)
+        let length_ns = replay.end_ns - replay.start_ns;
+        let mut app = App::new(header, Mode::Replay(Box::new(replay)), warnings, refresh);
+        // The timeline spans the whole recording at open.
+        app.zoom = ZOOMS_S
+            .iter()
+            .position(|&s| s * 1_000_000_000 >= length_ns)
+            .unwrap_or(ZOOMS_S.len() - 1);
+        app.recompose(Change::Rows);
+        app
     }
 
     fn new(header: Header, mode: Mode, warnings: Vec<String>, refresh: Duration) -> App {
@@ -193,6 +203,7 @@ impl App {
             overlay: None,
             prompt: None,
             status: None,
+            clipboard: None,
             size: Rect::new(0, 0, 80, 24),
             quit: false,
             version: 0,
@@ -219,6 +230,11 @@ impl App {
 
     pub fn quitting(&self) -> bool {
         self.quit
+    }
+
+    /// Text the user asked to copy (y), once.
+    pub fn take_clipboard(&mut self) -> Option<String> {
+        self.clipboard.take()
     }
 
     /// Changes whenever the screen should be drawn again.

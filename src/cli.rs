@@ -332,7 +332,8 @@ const DIFF_EXAMPLES: &str = "Examples:
   stalltop diff before.stl after.stl --fail-if 'stalls(\"runq\") > 2 * stalls_before(\"runq\") || new_culprits > 0'
 
 --fail-if takes an expression (evalexpr: numbers, + - * /, < <= > >= == !=,
-&& || !, parentheses) over what the diff measured; exit code 10 when it is
+&& || !, parentheses) over what the diff measured (numbers with a fraction:
+compare with < and >, or == 0.0); exit code 10 when it is
 true, 0 when false. Its values (before = A, after = B; ms are milliseconds):
   wait_ms(C)  wait_ms_before(C)      run-queue wait of the containers named C, summed
   wait_change_pct(C)                 its change, percent of before (100 when before is 0)

@@ -49,6 +49,15 @@ impl Tui {
     pub fn draw(&mut self, render: impl FnOnce(&mut Frame<'_>)) -> io::Result<()> {
         self.terminal.draw(render).map(|_| ())
     }
+
+    /// Put `text` on the clipboard of the terminal (OSC 52: xterm, kitty,
+    /// iTerm2, tmux with set-clipboard on; over ssh too).
+    pub fn copy(&mut self, text: &str) -> io::Result<()> {
+        execute!(
+            io::stdout(),
+            crossterm::clipboard::CopyToClipboard::to_clipboard_from(text)
+        )
+    }
 }
 
 impl Drop for Tui {

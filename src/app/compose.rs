@@ -24,6 +24,7 @@ impl App {
             Mode::Replay(r) => State::Replay {
                 playing: r.playing,
                 at_ns: r.cursor_ns - r.start_ns,
+                at_unix_ns: crate::model::unix_ns(&self.header, r.cursor_ns),
                 length_ns: r.end_ns - r.start_ns,
             },
         };
@@ -58,10 +59,12 @@ impl App {
             .display_threshold_ns
             .max(settings.runq_threshold_ns.min(settings.stall_threshold_ns));
         let timeline_selection = &self.selections[Pane::Timeline.index()];
+        let (right_ns, origin_ns) = self.timeline_edge();
         let timeline = timeline::timeline_view(&TimelineRequest {
             report: &self.shown.report,
             rows: &self.rows,
-            now_ns: self.shown.now_ns,
+            now_ns: right_ns,
+            origin_ns,
             window_ns: self.zoom_ns(),
             inner_width: layout.timeline.width.saturating_sub(2),
             first: timeline_selection.offset,
@@ -81,7 +84,14 @@ impl App {
                     pane,
                     report: &self.shown.report,
                     rows: &self.rows,
-                    now_ns: self.shown.now_ns,
+                    when: match &self.mode {
+                        Mode::Live => tables::When::Ago {
+                            now_ns: self.shown.now_ns,
+                        },
+                        Mode::Replay(r) => tables::When::Offset {
+                            origin_ns: r.start_ns,
+                        },
+                    },
                     inner_width: rect.width.saturating_sub(2),
                     first: selection.offset,
                     count: layout::table_rows(rect),
@@ -110,6 +120,22 @@ impl App {
         };
         self.layout = layout;
         self.version += 1;
+    }
+
+    /// The timeline's right edge, and the recording's start in replay. A
+    /// replay whose whole recording fits the window shows all of it (the
+    /// part not yet played empty); a longer one follows the cursor.
+    fn timeline_edge(&self) -> (u64, Option<u64>) {
+        match &self.mode {
+            Mode::Live => (self.shown.now_ns, None),
+            Mode::Replay(r) if r.end_ns - r.start_ns <= self.zoom_ns() => {
+                (r.start_ns + self.zoom_ns(), Some(r.start_ns))
+            }
+            Mode::Replay(r) => (
+                self.shown.now_ns.max(r.start_ns + self.zoom_ns()),
+                Some(r.start_ns),
+            ),
+        }
     }
 
     /// The table under the stalls on a stacked screen.

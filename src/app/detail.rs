@@ -11,6 +11,9 @@ use super::tables::{
 use super::view::{Line, Segment, Tone};
 use crate::model::{Report, RunqRow, StallKind, StallRow};
 
+/// Slow calls a syscall's popup lists.
+const SLOW_CALLS: usize = 10;
+
 /// What the popup is about; looked up again at every refresh.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -101,8 +104,13 @@ fn heading(text: impl Into<String>) -> Line {
     vec![Segment::new(text, Tone::Strong)]
 }
 
+/// "+4.512s 12:03:05.123Z": into the session, and UTC.
 fn at(req: &DetailRequest<'_>, ts: u64) -> String {
-    format::offset(ts.saturating_sub(req.start_ns))
+    format!(
+        "{} {}",
+        format::offset(ts.saturating_sub(req.start_ns)),
+        format::utc_clock(req.report.unix_ns(ts))
+    )
 }
 
 /// The full chain of one stall.
@@ -464,11 +472,54 @@ fn syscall_lines(index: usize, req: &DetailRequest<'_>) -> (String, Vec<Line>) {
                 format::duration(s.total_ns)
             ),
         ),
-        Vec::new(),
-        heading("Files of the slow calls"),
     ];
-    if s.top_paths.is_empty() {
+    // The slow calls the row counts, each with its caller, file and stack.
+    let slow: Vec<_> = req
+        .report
+        .slow_syscalls
+        .iter()
+        .filter(|c| c.syscall == s.syscall && c.container == s.container)
+        .collect();
+    lines.push(Vec::new());
+    lines.push(heading(format!(
+        "Slow calls: {} of the {} (over the wall or on-CPU threshold), longest first",
+        slow.len(),
+        s.count
+    )));
+    if slow.is_empty() {
         lines.push(field("", "none over the threshold"));
+    }
+    let mut longest = slow.clone();
+    longest.sort_by_key(|c| std::cmp::Reverse(c.wall_ns.max(c.oncpu_ns)));
+    for c in longest.iter().take(SLOW_CALLS) {
+        lines.push(field(
+            &at(req, c.ts_ns.saturating_sub(c.wall_ns)),
+            format!(
+                "{}[{}/{}] wall {}, on-CPU {} {}",
+                c.comm,
+                c.pid,
+                c.tid,
+                format::duration(c.wall_ns),
+                format::duration(c.oncpu_ns),
+                c.path.as_deref().unwrap_or("(no file)")
+            ),
+        ));
+        if !c.stack.is_empty() {
+            let frames: Vec<&str> = c.stack.iter().take(4).map(String::as_str).collect();
+            lines.push(field("", format!("  at {}", frames.join(" < "))));
+        }
+    }
+    if longest.len() > SLOW_CALLS {
+        lines.push(field(
+            "",
+            format!("... {} more", longest.len() - SLOW_CALLS),
+        ));
+    }
+    if !s.top_paths.is_empty() {
+        lines.push(Vec::new());
+        lines.push(heading(
+            "Files (of the slow calls; sampled: of every call a tick found)",
+        ));
     }
     for p in &s.top_paths {
         lines.push(field(

@@ -14,7 +14,9 @@ pub enum State {
     },
     Replay {
         playing: bool,
+        /// The cursor: into the recording, and as Unix time.
         at_ns: u64,
+        at_unix_ns: u64,
         length_ns: u64,
     },
 }
@@ -45,10 +47,14 @@ pub fn header_lines(req: &HeaderRequest<'_>) -> Vec<Line> {
     first.push(match req.state {
         State::Live { .. } => Segment::plain(format!("up {}", format::clock(req.running_ns))),
         State::Replay {
-            at_ns, length_ns, ..
+            at_ns,
+            at_unix_ns,
+            length_ns,
+            ..
         } => Segment::plain(format!(
-            "at {} of {}",
-            format::clock(at_ns),
+            "at {} {} of {}",
+            format::offset(at_ns),
+            format::utc_clock(at_unix_ns),
             format::clock(length_ns)
         )),
     });

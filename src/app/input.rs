@@ -51,6 +51,7 @@ impl App {
                 self.quit = true;
                 Change::Nothing
             }
+            Some(Action::Copy) => self.copy_overlay(),
             _ => self.close_overlay(),
         }
     }
@@ -68,6 +69,7 @@ impl App {
             }
             Some(Action::Back | Action::Details) => self.close_overlay(),
             Some(Action::Help) => self.open_overlay(Overlay::Help { scroll: 0 }),
+            Some(Action::Copy) => self.copy_overlay(),
             _ => Change::Nothing,
         }
     }
@@ -109,7 +111,33 @@ impl App {
             Action::SeekBack => self.seek_step(false),
             Action::Start => self.seek_to_edge(false),
             Action::End => self.seek_to_edge(true),
+            Action::WorstStall => self.jump_to_worst_stall(),
+            Action::GoTo => self.open_prompt(PromptKind::GoTo),
+            Action::Copy => {
+                self.status = Some("y copies an open popup: Enter opens one".into());
+                Change::View
+            }
         }
+    }
+
+    /// y: the popup's lines as plain text, for the loop to put on the
+    /// terminal's clipboard.
+    fn copy_overlay(&mut self) -> Change {
+        let Some(view) = &self.view.overlay else {
+            return Change::Nothing;
+        };
+        let mut text = format!("{}\n", view.title);
+        for line in &view.lines {
+            let line: String = line.iter().map(|s| s.text.as_str()).collect();
+            text.push_str(line.trim_end());
+            text.push('\n');
+        }
+        self.status = Some(format!(
+            "copied {} lines to the clipboard (the terminal's, by OSC 52)",
+            view.lines.len() + 1
+        ));
+        self.clipboard = Some(text);
+        Change::View
     }
 
     fn open_overlay(&mut self, overlay: Overlay) -> Change {

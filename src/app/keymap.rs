@@ -39,6 +39,9 @@ pub enum Action {
     StepBack,
     Start,
     End,
+    WorstStall,
+    GoTo,
+    Copy,
 }
 
 /// Where a binding works.
@@ -152,6 +155,18 @@ pub const KEYMAP: &[Binding] = &[
         None,
     ),
     bind(
+        &[(ch('w'), A::WorstStall)],
+        Replay,
+        &["jump to the worst stall (the longest single wait)"],
+        Some(("w", "worst")),
+    ),
+    bind(
+        &[(ch(':'), A::GoTo)],
+        Replay,
+        &["go to a time: +90s, 12:03:05 (UTC), 2026-11-26T12:03:05Z"],
+        Some((":", "go to")),
+    ),
+    bind(
         &[
             (key(KeyCode::Tab), A::NextPane),
             (key(KeyCode::BackTab), A::PreviousPane),
@@ -184,6 +199,12 @@ pub const KEYMAP: &[Binding] = &[
         Both,
         &["details: the full chain of the row"],
         Some(("Enter", "details")),
+    ),
+    bind(
+        &[(ch('y'), A::Copy)],
+        Both,
+        &["copy the open popup as text (to the terminal's clipboard)"],
+        None,
     ),
     bind(
         &[

@@ -122,6 +122,60 @@ impl App {
         change
     }
 
+    /// w: the stall with the longest single wait the CPU pick and the
+    /// threshold show, selected, its details open.
+    pub(super) fn jump_to_worst_stall(&mut self) -> Change {
+        let Some(replay) = self.replay_state() else {
+            return Change::Nothing;
+        };
+        let shown =
+            |m: &StallMark| self.cpus.contains(m.cpu) && m.duration_ns >= self.display_threshold_ns;
+        let Some(worst) = replay.worst_stall(shown) else {
+            self.status = Some("no stall in the recording".into());
+            return Change::View;
+        };
+        self.seek_and_show(worst.at_ns);
+        self.focus_on(Pane::Feed);
+        self.selections[Pane::Feed.index()] = Selection {
+            key: Some(worst.id.to_string()),
+            ..Selection::default()
+        };
+        self.status = Some(format!(
+            "the worst stall: #{} on CPU {}, a single wait of {}",
+            worst.id,
+            worst.cpu,
+            super::format::duration(worst.longest_wait_ns)
+        ));
+        Change::Rows
+    }
+
+    /// `:`: the replay cursor to a time the user typed.
+    pub(super) fn go_to(&mut self, to_ns: u64) -> Change {
+        let Some(replay) = self.replay_state() else {
+            return Change::Nothing;
+        };
+        if to_ns < replay.start_ns || to_ns > replay.end_ns {
+            self.status = Some(format!(
+                "that is outside the recording ({} to {})",
+                self.clock_text(replay.start_ns),
+                self.clock_text(replay.end_ns)
+            ));
+            return Change::View;
+        }
+        let change = self.seek_and_show(to_ns);
+        self.status = Some(format!("at {}", self.clock_text(to_ns)));
+        change
+    }
+
+    /// "+3.041s 12:03:05.123Z": a recording time as the screen gives it.
+    pub(super) fn clock_text(&self, ns: u64) -> String {
+        format!(
+            "{} {}",
+            super::format::offset(ns.saturating_sub(self.header.start_ns)),
+            super::format::utc_clock(crate::model::unix_ns(&self.header, ns))
+        )
+    }
+
     /// . and , move one refresh interval.
     pub(super) fn step(&mut self, forward: bool) -> Change {
         let step = self.refresh_ns as i64;

@@ -6,6 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use super::filter::{CpuSet, TextFilter};
 use super::format;
 use super::{App, Change};
+use crate::model::TimeSpec;
 
 /// What the typed line sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,6 +14,7 @@ pub enum PromptKind {
     Filter,
     Cpus,
     Threshold,
+    GoTo,
 }
 
 impl PromptKind {
@@ -22,6 +24,7 @@ impl PromptKind {
             PromptKind::Filter => "filter (comm:X container:X path:X cpu:N or words)",
             PromptKind::Cpus => "CPUs (e.g. 0-3,8; empty = all)",
             PromptKind::Threshold => "hide stalls shorter than (e.g. 20ms; empty = none)",
+            PromptKind::GoTo => "go to (+90s, 12:03:05 UTC, 2026-11-26T12:03:05Z)",
         }
     }
 }
@@ -64,13 +67,22 @@ impl App {
             PromptKind::Threshold if self.display_threshold_ns > 0 => {
                 format::duration(self.display_threshold_ns)
             }
-            PromptKind::Threshold => String::new(),
+            PromptKind::Threshold | PromptKind::GoTo => String::new(),
         };
         self.prompt = Some(Prompt { kind, text });
         Change::View
     }
 
     fn apply_prompt(&mut self, kind: PromptKind, text: &str) -> Change {
+        if kind == PromptKind::GoTo {
+            return match TimeSpec::parse(text) {
+                Ok(at) => self.go_to(at.resolve(&self.header)),
+                Err(e) => {
+                    self.status = Some(e);
+                    Change::View
+                }
+            };
+        }
         let applied = match kind {
             PromptKind::Filter => TextFilter::parse(text).map(|f| self.filter = f),
             PromptKind::Cpus => {
@@ -92,6 +104,7 @@ impl App {
                     )
                 });
             }),
+            PromptKind::GoTo => Ok(()),
         };
         if let Err(e) = applied {
             self.status = Some(e);

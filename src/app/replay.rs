@@ -12,8 +12,11 @@ use crate::stream::{Entry, Header};
 pub struct StallMark {
     /// Recording time at which the stall is on screen.
     pub at_ns: u64,
+    pub id: u64,
     pub cpu: u32,
     pub duration_ns: u64,
+    /// Its longest single wait, at the end of the recording.
+    pub longest_wait_ns: u64,
 }
 
 pub struct Replay {
@@ -104,6 +107,15 @@ impl Replay {
             .map(|m| m.at_ns)
     }
 
+    /// The stall with the longest single wait that `shown` accepts.
+    pub fn worst_stall(&self, shown: impl Fn(&StallMark) -> bool) -> Option<StallMark> {
+        self.marks
+            .iter()
+            .filter(|m| shown(m))
+            .max_by_key(|m| (m.longest_wait_ns, std::cmp::Reverse(m.at_ns)))
+            .copied()
+    }
+
     /// The last stall before the cursor that `shown` accepts.
     pub fn previous_stall(&self, shown: impl Fn(&StallMark) -> bool) -> Option<u64> {
         self.marks
@@ -148,12 +160,24 @@ fn stall_marks(header: &Header, entries: &[Entry], times: &[u64]) -> Vec<StallMa
             .take_while(|s| newest.is_none_or(|n| s.id > n))
             .map(|s| StallMark {
                 at_ns,
+                id: s.id,
                 cpu: s.cpu,
                 duration_ns: s.duration_ns(),
+                longest_wait_ns: s.waits.longest_ns,
             })
             .collect();
         marks.extend(new.into_iter().rev());
         newest = analysis.stalls().next_back().map(|s| s.id).or(newest);
+    }
+    // Waits merged in later make a stall's worst wait longer.
+    let longest: std::collections::HashMap<u64, u64> = analysis
+        .stalls()
+        .map(|s| (s.id, s.waits.longest_ns))
+        .collect();
+    for mark in &mut marks {
+        if let Some(&ns) = longest.get(&mark.id) {
+            mark.longest_wait_ns = ns;
+        }
     }
     marks
 }

@@ -16,6 +16,7 @@ use super::filter::{CpuSet, RowText, TextFilter};
 use super::pane::Pane;
 use crate::cpulist::CpuList;
 use crate::model::{CulpritRow, Report, RunqRow, StallRow, SyscallRow};
+pub use cells::When;
 pub use cells::{culprit_chain, hardirq_text, kind_label, kind_tone, throttle_text, waited_text};
 pub use column::{Column, Sorts};
 pub use table_view::{table_view, TableRequest};

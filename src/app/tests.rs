@@ -546,11 +546,24 @@ fn zoom_changes_the_window() {
             .map(|s| s.text.as_str())
             .collect()
     };
-    assert!(title(&app).contains("last 60s"));
+    // A replay opens with its whole (10 s) recording on the timeline.
+    assert!(
+        title(&app).contains("+0.000s to +10.000s of the recording"),
+        "{}",
+        title(&app)
+    );
     press(&mut app, KeyCode::Char('+'));
-    assert!(title(&app).contains("last 30s"));
+    assert!(
+        title(&app).contains("+5.000s to +10.000s"),
+        "{}",
+        title(&app)
+    );
     for _ in 0..20 {
         press(&mut app, KeyCode::Char('-'));
     }
-    assert!(title(&app).contains("last 1h"));
+    assert!(
+        title(&app).contains("+0.000s to +1:00:00.000"),
+        "{}",
+        title(&app)
+    );
 }

@@ -26,6 +26,9 @@ pub struct TimelineRequest<'a> {
     /// The right edge of the window.
     pub now_ns: u64,
     pub window_ns: u64,
+    /// Replay: the recording's start; the axis reads offsets from it ("+5s")
+    /// instead of times before now ("-5s").
+    pub origin_ns: Option<u64>,
     pub inner_width: u16,
     /// CPU rows `first..first + count` of `rows.cpus` are visible.
     pub first: usize,
@@ -105,12 +108,17 @@ pub fn timeline_view(req: &TimelineRequest<'_>) -> TimelineView {
             },
         })
         .collect();
+    let span = match req.origin_ns {
+        Some(origin) => format!(
+            "· {} to {} of the recording ",
+            format::offset(left_ns.saturating_sub(origin)),
+            format::offset(req.now_ns.saturating_sub(origin))
+        ),
+        None => format!("· last {} ", format::span(req.window_ns)),
+    };
     let mut title = vec![
         Segment::new(" CPU stall timeline ", Tone::Strong),
-        Segment::new(
-            format!("· last {} ", format::span(req.window_ns)),
-            Tone::Normal,
-        ),
+        Segment::new(span, Tone::Normal),
         Segment::new("· +/- zoom ", Tone::Dim),
     ];
     if let Some(cpus) = &req.cpus_picked {
@@ -119,7 +127,10 @@ pub fn timeline_view(req: &TimelineRequest<'_>) -> TimelineView {
     TimelineView {
         title,
         rows,
-        axis: axis(req.window_ns, buckets),
+        axis: match req.origin_ns {
+            Some(origin) => offset_axis(left_ns.saturating_sub(origin), req.window_ns, buckets),
+            None => axis(req.window_ns, buckets),
+        },
         legend: legend(req.floor_ns),
         selected: (req.selected >= req.first && req.selected < req.first + visible.len())
             .then(|| req.selected - req.first),
@@ -178,6 +189,37 @@ fn axis(window_ns: u64, buckets: usize) -> String {
     format!("{pad}{}", line.into_iter().collect::<String>().trim_end())
 }
 
+/// Replay: offsets into the recording at the left, the quarters and the
+/// right ("+0s", "+2.5s", ..., "+10s").
+fn offset_axis(left_ns: u64, window_ns: u64, buckets: usize) -> String {
+    let mut line: Vec<char> = vec![' '; buckets];
+    let mut put = |at: usize, label: &str| {
+        let chars: Vec<char> = label.chars().collect();
+        let at = at.min(line.len().saturating_sub(chars.len()));
+        if at + chars.len() <= line.len() && line[at..at + chars.len()].iter().all(|&c| c == ' ') {
+            line[at..at + chars.len()].copy_from_slice(&chars);
+        }
+    };
+    let label = |ns: u64| {
+        let s = ns as f64 / 1e9;
+        if s.fract() == 0.0 {
+            format!("+{s:.0}s")
+        } else {
+            format!("+{s:.1}s")
+        }
+    };
+    put(buckets, &label(left_ns + window_ns));
+    for quarter in 0..4u64 {
+        let at = buckets * quarter as usize / 4;
+        put(
+            at,
+            &format!("{} ", label(left_ns + window_ns * quarter / 4)),
+        );
+    }
+    let pad = " ".repeat(usize::from(LABEL_WIDTH));
+    format!("{pad}{}", line.into_iter().collect::<String>().trim_end())
+}
+
 fn legend(floor_ns: u64) -> Vec<Segment> {
     vec![
         Segment::new(" █", Tone::Runq),
@@ -206,5 +248,12 @@ mod tests {
         assert!(a.ends_with("now"), "{a}");
         assert!(a.contains("-30s"), "{a}");
         assert_eq!(axis(60_000_000_000, 2).trim(), "");
+    }
+
+    #[test]
+    fn a_replay_axis_reads_offsets_into_the_recording() {
+        let a = offset_axis(0, 10_000_000_000, 60);
+        assert!(a.trim_start().starts_with("+0s"), "{a}");
+        assert!(a.contains("+5s") && a.ends_with("+10s"), "{a}");
     }
 }

@@ -22,12 +22,10 @@ pub fn run(args: &DiffArgs) -> Result<(), Failure> {
     let after = report::report_of(&report::read(&args.after)?, ReportScope::default());
     let compared = diff::diff(&before, &after);
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&compared).expect("a diff always serializes")
-        );
+        let json = serde_json::to_string_pretty(&compared).expect("a diff always serializes");
+        super::print_out(&format!("{json}\n"))?;
     } else {
-        print!("{}", text(&compared, args));
+        super::print_out(&text(&compared, args))?;
     }
     match &args.fail_if {
         Some(condition) if condition.holds(&compared).map_err(Failure::Other)? => {

@@ -88,6 +88,9 @@ pub async fn run_loop(
                 .map_err(Failure::io)?;
             drawn = Some(app.version());
         }
+        if let Some(text) = app.take_clipboard() {
+            tui.copy(&text).map_err(Failure::io)?;
+        }
         if app.quitting() {
             break;
         }

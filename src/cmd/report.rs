@@ -19,13 +19,12 @@ pub fn run(args: &ReportArgs) -> Result<(), Failure> {
     let scope = scope_of(args, &recording.header)?;
     let report = report_of(&recording, scope);
     if args.json {
-        println!("{}", json(&report));
+        super::print_out(&format!("{}\n", json(&report)))
     } else {
         let limit = (!args.all).then_some(args.limit);
         let chosen = selection::select(&report, args.sort, limit);
-        print!("{}", text::render(&report, &chosen));
+        super::print_out(&text::render(&report, &chosen))
     }
-    Ok(())
 }
 
 /// A recording, read up to any damage (said on stderr); an error when not
@@ -108,4 +107,4 @@ pub fn json(report: &Report) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -83,7 +83,7 @@ fn busy_wide() {
             "node-7",
             "kernel 5.4.0-150-generic",
             "4 CPUs",
-            "at 0:10.0 of 0:10.0",
+            "at +10.000s 22:30:10.000Z of 0:10.0",
             "events 50.0k/s",
             "probe cost 300ns/event 1.50% CPU",
             // timeline: the stalled CPUs and their worst stall
@@ -91,7 +91,7 @@ fn busy_wide() {
             "131ms",
             // feed: the cadvisor chain (case 1) and the hog (case 4)
             "NET_RX+ksoftirqd/3",
-            "cadvisor[2101] cadvisor.service › read › /sys/",
+            "cadvisor[2101] cadvisor.service › read › /s",
             "api-worker[300]",
             "hog[400] batch.service",
             // culprits: three cgroups' memory.stat collapsed into one row
@@ -99,7 +99,7 @@ fn busy_wide() {
             // containers: runq percentiles, preemption causes, neighbour, throttling
             "pod:0f1e2d3c/4c5f7e9a1b2c",
             "8/680/24",
-            "hog ×660",
+            "×660 hog",
             "40.0",
             // syscalls: fadvise64 tops kernel time (case 5)
             "fadvise64",
@@ -114,7 +114,7 @@ fn busy_narrow_every_pane() {
     let expected: [&[&str]; 4] = [
         &["Stalls & takeovers", "cadvisor[2101]", "105ms"],
         &["COMM", "cadvisor", "hog", "ss"],
-        &["pod:0f1e2d3c/4c5f7e9a1b2c", "hog ×660"],
+        &["pod:0f1e2d3c/4c5f7e9a1b2c", "×660 hog"],
         &["fadvise64", "4.20s"],
     ];
     // The feed shows first; Tab walks culprits, containers, syscalls.
@@ -157,7 +157,7 @@ fn first_screen_names_the_hog_under_the_threshold() {
                 "/stalltop_victim",
                 "hog /stalltop_noisy ×82",
                 "[Containers]",
-                "hog ×82",
+                "×82 hog",
             ],
         );
         // The worst syscall column fits from 120 columns.
@@ -411,7 +411,10 @@ fn filtered_and_zoomed() {
     press(&mut app, KeyCode::Char('+'));
     press(&mut app, KeyCode::Char('+'));
     let s = screen(&app);
-    assert_shows(&s, &["filter comm:hog", "last 10s", "api-worker[300]"]);
+    assert_shows(
+        &s,
+        &["filter comm:hog", "+5.000s to +10.000s", "api-worker[300]"],
+    );
     assert!(!s.contains("cadvisor[2101]"), "filtered out:\n{s}");
     insta::assert_snapshot!(s);
 }

@@ -113,10 +113,31 @@ pub fn culprit_chain(stall: &StallRow) -> String {
     chain
 }
 
-pub fn feed_cells(stall: &StallRow, now_ns: u64) -> Vec<Segment> {
+/// How a table says when: how long ago (live), or where in the recording
+/// (replay, to the millisecond).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Ago { now_ns: u64 },
+    Offset { origin_ns: u64 },
+}
+
+impl When {
+    pub fn text(self, ns: u64) -> String {
+        match self {
+            When::Ago { now_ns } => format::age(now_ns.saturating_sub(ns)),
+            When::Offset { origin_ns } => format::offset(ns.saturating_sub(origin_ns)),
+        }
+    }
+}
+
+pub fn feed_cells(stall: &StallRow, when: When) -> Vec<Segment> {
     let end = stall.start_ns + stall.duration_ns;
+    let at = match when {
+        When::Ago { .. } => end,
+        When::Offset { .. } => stall.start_ns,
+    };
     vec![
-        Segment::new(format::age(now_ns.saturating_sub(end)), Tone::Dim),
+        Segment::new(when.text(at), Tone::Dim),
         Segment::plain(stall.cpu.to_string()),
         Segment::new(format::duration(stall.duration_ns), Tone::Strong),
         Segment::new(kind_label(stall.kind), kind_tone(stall.kind)),
@@ -149,7 +170,7 @@ fn holder_text(row: &RunqRow) -> String {
     }
 }
 
-pub fn culprit_cells(view: &CulpritView, now_ns: u64) -> Vec<Segment> {
+pub fn culprit_cells(view: &CulpritView, when: When) -> Vec<Segment> {
     let row = &view.row;
     vec![
         Segment::new(&row.comm, Tone::Strong),
@@ -158,10 +179,7 @@ pub fn culprit_cells(view: &CulpritView, now_ns: u64) -> Vec<Segment> {
         Segment::plain(row.count.to_string()),
         Segment::new(format::duration(row.total_stall_ns), Tone::Strong),
         Segment::plain(format::duration(row.worst_ns)),
-        Segment::new(
-            format::age(now_ns.saturating_sub(row.last_seen_ns)),
-            Tone::Dim,
-        ),
+        Segment::new(when.text(row.last_seen_ns), Tone::Dim),
     ]
 }
 
@@ -179,9 +197,10 @@ pub fn container_cells(c: &ContainerView, report: &Report) -> Vec<Segment> {
     let runq = c.runq.map(|i| &report.runq[i]);
     let throttle = c.throttle.map(|i| &report.throttling[i]);
     let ns = |v: Option<u64>| v.map_or("-".to_string(), format::duration);
+    // The count first: a narrow column clips the name, never the number.
     let neighbour = runq
         .and_then(|r| r.top_preemptors.first())
-        .map_or("-".to_string(), |p| format!("{} ×{}", p.comm, p.count));
+        .map_or("-".to_string(), |p| format!("×{} {}", p.count, p.comm));
     let throttled_tone = match throttle {
         Some(t) if t.nr_throttled > 0 => Tone::Warn,
         _ => Tone::Normal,
@@ -193,7 +212,13 @@ pub fn container_cells(c: &ContainerView, report: &Report) -> Vec<Segment> {
         Segment::plain(ns(runq.map(|r| r.max_ns))),
         Segment::plain(runq.map_or("-".into(), |r| {
             let p = &r.preempted_by;
-            format!("{}/{}/{}", p.same_cgroup, p.other_cgroup, p.kthread)
+            let n = |v: u64| format::count(v as f64);
+            format!(
+                "{}/{}/{}",
+                n(p.same_cgroup),
+                n(p.other_cgroup),
+                n(p.kthread)
+            )
         })),
         Segment::plain(neighbour),
         Segment::new(

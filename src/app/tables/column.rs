@@ -113,7 +113,7 @@ impl Column for FeedColumn {
 
     fn spec(self) -> Spec {
         match self {
-            FeedColumn::Age => col("AGE", 5, true, 2),
+            FeedColumn::Age => col("WHEN", 8, true, 2),
             FeedColumn::Cpu => col("CPU", 3, true, 0),
             FeedColumn::Duration => col("DUR", 7, true, 0),
             FeedColumn::Kind => col("KIND", 9, false, 1),
@@ -177,7 +177,7 @@ impl Column for CulpritColumn {
             CulpritColumn::Count => col("COUNT", 5, true, 0),
             CulpritColumn::Total => col("TOTAL", 7, true, 0),
             CulpritColumn::Worst => col("WORST", 7, true, 1),
-            CulpritColumn::Last => col("LAST", 5, true, 2),
+            CulpritColumn::Last => col("LAST", 8, true, 2),
         }
     }
 

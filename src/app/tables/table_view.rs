@@ -2,7 +2,7 @@
 //! cells, the sort mark, the selection, and a title that on narrow screens
 //! lists the other tables as tabs.
 
-use super::cells::{container_cells, culprit_cells, feed_cells, syscall_cells, wait_cells};
+use super::cells::{container_cells, culprit_cells, feed_cells, syscall_cells, wait_cells, When};
 use super::column::{fit, specs, Sorts};
 use super::Rows;
 use crate::app::format;
@@ -17,7 +17,7 @@ pub struct TableRequest<'a> {
     pub pane: Pane,
     pub report: &'a Report,
     pub rows: &'a Rows,
-    pub now_ns: u64,
+    pub when: When,
     pub inner_width: u16,
     pub first: usize,
     pub count: usize,
@@ -45,8 +45,8 @@ pub fn table_view(req: &TableRequest<'_>) -> TableView {
             Pane::Feed if !req.rows.waits.is_empty() => {
                 wait_cells(&req.report.runq[req.rows.waits[i]], req.runq_threshold_ns)
             }
-            Pane::Feed => feed_cells(&req.report.stalls[req.rows.feed[i]], req.now_ns),
-            Pane::Culprits => culprit_cells(&req.rows.culprits[i], req.now_ns),
+            Pane::Feed => feed_cells(&req.report.stalls[req.rows.feed[i]], req.when),
+            Pane::Culprits => culprit_cells(&req.rows.culprits[i], req.when),
             Pane::Containers => container_cells(&req.rows.containers[i], req.report),
             Pane::Syscalls | Pane::Timeline => {
                 syscall_cells(&req.report.syscalls[req.rows.syscalls[i]])

@@ -180,6 +180,29 @@ mod tests {
         }
     }
 
+    /// On real recordings: a quiet run, then the same session with a noisy
+    /// neighbour.
+    #[test]
+    fn conditions_hold_or_not_on_a_real_diff() {
+        use crate::cmd::report::{report_of, tests::fixture};
+        use crate::model::ReportScope;
+        let quiet = report_of(&fixture("quiet"), ReportScope::default());
+        let noisy = report_of(&fixture("noisy"), ReportScope::default());
+        let d = crate::model::diff::diff(&quiet, &noisy);
+        let holds = |expr: &str| parse_condition(expr).unwrap().holds(&d).unwrap();
+        assert!(holds(
+            "wait_change_pct(\"victim\") > 500 && new_culprits > 0"
+        ));
+        assert!(holds(
+            "culprit_ms(\"hog\") > 1000 && culprit_ms_before(\"hog\") < 1"
+        ));
+        assert!(holds("stalls(\"runq\") > stalls_before(\"runq\")"));
+        assert!(!holds("stalls(\"irqoff\") > 0 || p99_ms(\"victim\") > 100"));
+        assert!(holds(
+            "wait_ms(\"victim\") > 10 * wait_ms_before(\"victim\")"
+        ));
+    }
+
     #[test]
     fn good_expressions_parse() {
         for expr in [
