@@ -349,3 +349,99 @@ fn no_syscalls_leaves_the_syscall_hooks_out() {
     assert_eq!(report["syscalls"].as_array().unwrap().len(), 0);
     assert!(!report["runq"].as_array().unwrap().is_empty(), "{report}");
 }
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn report_and_diff_help_teach_their_options() {
+    let report = text(&stalltop(&["report", "--help"]).stdout);
+    for needle in [
+        "--from",
+        "--container",
+        "--pid",
+        "--limit",
+        "--all",
+        "--sort",
+        "12:03:05",
+        "Reading a stall line",
+        "<1us",
+    ] {
+        assert!(
+            report.contains(needle),
+            "report --help lacks {needle}:\n{report}"
+        );
+    }
+    let diff = text(&stalltop(&["diff", "--help"]).stdout);
+    for needle in [
+        "--fail-if",
+        "wait_change_pct(C)",
+        "new_culprits",
+        "exit code 10",
+    ] {
+        assert!(diff.contains(needle), "diff --help lacks {needle}:\n{diff}");
+    }
+}
+
+/// The real binary on committed recordings: options, clear errors, and
+/// `diff --fail-if` exit codes.
+#[test]
+fn report_options_and_diff_on_real_recordings() {
+    let noisy = fixture("noisy.stl");
+    let out = stalltop(&["report", &noisy, "--container", "victim", "--limit", "2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("What hurt `victim`") && shown.contains("more (--limit N"),
+        "{shown}"
+    );
+
+    let out = stalltop(&["report", &noisy, "--runq-threshold", "1ms"]);
+    assert_clean_failure(&out, 1, "below the recording's 2ms");
+    let out = stalltop(&["report", &noisy, "--from", "99:99"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is not a time"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = stalltop(&["report", &noisy, "--from", "+5s", "--to", "+2s"]);
+    assert_clean_failure(&out, 1, "--from must come before --to");
+
+    let quiet = fixture("quiet.stl");
+    let out = stalltop(&["diff", &quiet, &noisy]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let compared = text(&out.stdout);
+    assert!(
+        compared.contains("hog (/stalltop_noisy): none ->") && compared.contains("NEW"),
+        "{compared}"
+    );
+    let holds = stalltop(&[
+        "diff",
+        &quiet,
+        &noisy,
+        "--fail-if",
+        "wait_change_pct(\"victim\") > 100",
+    ]);
+    assert_clean_failure(&holds, 10, "holds for");
+    let fine = stalltop(&[
+        "diff",
+        &quiet,
+        &noisy,
+        "--fail-if",
+        "stalls(\"irqoff\") > 0",
+    ]);
+    assert!(fine.status.success(), "{}", text(&fine.stderr));
+    let bad = stalltop(&["diff", &quiet, &noisy, "--fail-if", "wait_ms(victim) >"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("--fail-if"),
+        "{}",
+        text(&bad.stderr)
+    );
+}

@@ -3,10 +3,12 @@
 //! scenario: at 120x40 and at 80x24 the first screen must name the hog, in the stall pane and
 //! among the top holders, before any key; then at 120x40 a stall between the victim and the hog
 //! is opened, the hog's culprit details too, and q quits; the terminal must be restored and
-//! stalltop's BPF programs gone, after q as after SIGTERM and SIGINT. Builds nothing; leaves no
-//! tmux server, process or cgroup behind.
+//! stalltop's BPF programs gone, after q as after SIGTERM and SIGINT; then the replay's keys on
+//! a committed recording (`replay`). Builds nothing; leaves no tmux server, process or cgroup
+//! behind.
 
 mod idle_cpu;
+mod replay;
 mod tmux;
 
 use std::fs;
@@ -38,6 +40,9 @@ pub struct Args {
     /// many seconds at the default 1 s refresh, and fail above 1% of a core.
     #[arg(long, value_name = "SECONDS")]
     idle_cpu: Option<u64>,
+    /// Only the replay's keys on a committed recording (no BPF, no scenario).
+    #[arg(long, conflicts_with = "idle_cpu")]
+    replay_only: bool,
 }
 
 pub fn main(args: &Args) -> Result<()> {
@@ -49,6 +54,7 @@ pub fn main(args: &Args) -> Result<()> {
     fs::create_dir_all(&workdir).with_context(|| format!("mkdir {}", workdir.display()))?;
     let result = match args.idle_cpu {
         Some(seconds) => idle_cpu::measure(&stalltop, &workdir, Duration::from_secs(seconds)),
+        None if args.replay_only => replay::drive(&stalltop, &workdir),
         None => drive(&stalltop, &workdir),
     };
     match &result {
@@ -90,6 +96,7 @@ fn drive(stalltop: &Path, workdir: &Path) -> Result<()> {
         first_screen(stalltop, workdir, width, height)?;
     }
     drill_down(stalltop, workdir)?;
+    replay::drive(stalltop, workdir)?;
     let (width, height) = SIZES[0];
     for (signal, name) in [(Signal::TERM, "SIGTERM"), (Signal::INT, "SIGINT")] {
         let tmux = Tmux::start(workdir, width, height)?;

@@ -127,6 +127,53 @@ impl Tmux {
         Ok(())
     }
 
+    /// Text typed as it is (into a prompt).
+    pub fn type_text(&self, text: &str) -> Result<()> {
+        self.literal(text)
+    }
+
+    /// What a program put on the clipboard by OSC 52: tmux's newest paste buffer (with
+    /// set-clipboard on, which `start_replay` sets).
+    pub fn clipboard(&self) -> Result<String> {
+        let out = self.run(&["show-buffer"])?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `stalltop replay FILE` in the pane, up once its replay header shows; q must end it with
+    /// exit code 0 (checked by `replay_quit`).
+    pub fn start_replay(&self, stalltop: &Path, file: &Path, log: &Path) -> Result<()> {
+        self.run(&["set-option", "-g", "set-clipboard", "on"])?;
+        let command = format!(
+            "{} replay {} --log {}; echo stalltop-exit=$?",
+            stalltop.display(),
+            file.display(),
+            log.display()
+        );
+        self.literal(&command)?;
+        self.keys(&["Enter"])?;
+        self.wait_for(
+            "the replay's first screen",
+            |s| s.contains("REPLAY"),
+            Deadline::After(START_TIMEOUT),
+        )
+        .map(|_| ())
+    }
+
+    /// q ends a replay with exit code 0, the terminal restored.
+    pub fn replay_quit(&self) -> Result<()> {
+        self.keys(&["q"])?;
+        let screen = self.wait_for(
+            "the replay's exit",
+            |s| s.lines().any(|l| l.trim().starts_with("stalltop-exit=")),
+            Deadline::After(EXIT_TIMEOUT),
+        )?;
+        ensure!(
+            screen.lines().any(|l| l.trim() == "stalltop-exit=0"),
+            "the replay exited with an error:\n{screen}"
+        );
+        self.check_restored()
+    }
+
     /// Poll the screen until `done` holds, or fail at the deadline.
     pub fn wait_for(
         &self,
