@@ -78,10 +78,11 @@ impl Rows {
             Vec::new()
         };
 
-        let mut culprits: Vec<CulpritView> = culprit_views(report, &on_screen)
-            .into_iter()
-            .filter(|c| s.filter.matches(&culprit_text(&c.row)))
-            .collect();
+        // Culprits recounted over the stalls the filter keeps: `container:X`
+        // (a stall's waiter or culprit) lists who held the CPU while X waited,
+        // victims first, not only the culprits inside X.
+        let in_feed = |stall: &StallRow| on_screen(stall) && s.filter.matches(&stall_text(stall));
+        let mut culprits: Vec<CulpritView> = culprit_views(report, &in_feed);
         if let Some(order) = s.sorts.culprits.order() {
             culprits.sort_by(|a, b| order(report, a, b));
         }
@@ -259,16 +260,6 @@ fn stall_text(stall: &StallRow) -> RowText<'_> {
             .flatten()
             .chain(culprit.and_then(|c| c.syscall.as_deref()))
             .collect(),
-    }
-}
-
-fn culprit_text(row: &CulpritRow) -> RowText<'_> {
-    RowText {
-        comm: Some(vec![&row.comm]),
-        container: Some(vec![&row.container]),
-        path: Some(row.path.as_deref().into_iter().collect()),
-        cpu: None,
-        other: row.syscall.as_deref().into_iter().collect(),
     }
 }
 

@@ -419,6 +419,29 @@ fn filtered_and_zoomed() {
     insta::assert_snapshot!(s);
 }
 
+/// `container:X` opens with what hurt X: X's stalls, and the culprits
+/// recounted over them (the hog of another cgroup), not X's own tasks.
+#[test]
+fn a_container_filter_lists_who_hurt_it() {
+    let mut app = replay_at_end(fixtures::noisy_neighbour(), 160, 48);
+    press(&mut app, KeyCode::Char('/'));
+    type_text(&mut app, "container:victim");
+    press(&mut app, KeyCode::Enter);
+    let s = screen(&app);
+    let culprits: Vec<&str> = s
+        .lines()
+        .skip_while(|l| !l.contains("COMM"))
+        .skip(1)
+        .take_while(|l| !l.contains('└'))
+        .collect();
+    let hog = culprits
+        .iter()
+        .find(|l| l.contains("hog") && l.contains("/stalltop_noisy"))
+        .unwrap_or_else(|| panic!("the hog of /stalltop_noisy is not a culprit:\n{s}"));
+    // Counted over the stalls the victim is shown waiting in: 94 of the hog's 97.
+    assert!(hog.contains(" 94 "), "{hog}");
+}
+
 #[test]
 fn real_noisy_neighbour_recording() {
     let mut app = replay_at_end(fixtures::noisy_neighbour(), 160, 48);

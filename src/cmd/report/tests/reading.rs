@@ -132,3 +132,33 @@ fn slow_calls_name_their_caller_and_file() {
         "{calls:#?}"
     );
 }
+
+/// A flight recording names the stall that made `serve` write it.
+#[test]
+fn a_flight_recording_names_its_trigger() {
+    let mut recording = fixture("noisy");
+    let plain = report_of(&recording, ReportScope::default());
+    assert!(plain.trigger.is_none());
+    let worst = plain
+        .stalls
+        .iter()
+        .max_by_key(|s| s.duration_ns)
+        .expect("a stall");
+    recording.header.trigger = Some(crate::stream::FlightTrigger {
+        start_ns: worst.start_ns,
+        end_ns: worst.start_ns + worst.duration_ns,
+    });
+    let report = report_of(&recording, ReportScope::default());
+    let trigger = report.trigger.as_ref().expect("the trigger");
+    assert_eq!(trigger.stall_id, Some(worst.id));
+    assert_eq!(report.unix_ns(trigger.start_ns), trigger.start_unix_ns);
+    let text = text_of(&report, ListOrder::Worst, Some(5));
+    let line = format!(
+        "Flight recording triggered by stall #{} at {}, {} long",
+        worst.id,
+        text::at(&report, worst.start_ns),
+        crate::app::format::duration(worst.duration_ns)
+    );
+    assert!(text.contains(&line), "`{line}` missing:\n{text}");
+    assert_matches_schema(&json(&report), "a flight recording's report");
+}
