@@ -22,6 +22,7 @@ pub use report::{
 };
 pub use stalls::{Stall, StallKind};
 pub use waits::waits_by_design;
+pub use window::since as kernel_since;
 
 use crate::cgroup::{container_of, PodNames};
 use crate::event::{self, Event, RunqWait, SlowSyscall};

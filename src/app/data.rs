@@ -4,7 +4,7 @@
 //! kernel counters read at the reset. Pure; never reads a clock.
 
 use crate::event;
-use crate::model::Analysis;
+use crate::model::{kernel_since, Analysis};
 use crate::stream::{Entry, Header, KernelSnapshot, NameTable};
 
 /// Rates between the last two kernel snapshots (CLOCK_MONOTONIC apart, so
@@ -136,90 +136,6 @@ fn rates(previous: &KernelSnapshot, latest: &KernelSnapshot, records: u64) -> Ra
         ns_per_event: (has_cost && runs > 0.0).then(|| run_ns / runs),
         cpu_percent: has_cost.then(|| run_ns / (seconds * 1e9) * 100.0),
     }
-}
-
-/// `latest` minus `baseline`, for every cumulative counter. Maxima cannot
-/// be subtracted: after a reset they are the top of the new histogram,
-/// capped by the cumulative maximum.
-fn kernel_since(latest: &KernelSnapshot, baseline: &KernelSnapshot) -> KernelSnapshot {
-    let mut k = latest.clone();
-    for r in &mut k.runq {
-        if let Some(b) = baseline.runq.iter().find(|b| b.cgroup == r.cgroup) {
-            r.latency = r.latency.since(&b.latency);
-            r.count = r.count.saturating_sub(b.count);
-            r.total_ns = r.total_ns.saturating_sub(b.total_ns);
-            r.max_ns = r.max_ns.min(r.latency.quantile(1.0));
-            r.preempted_same_cgroup = r
-                .preempted_same_cgroup
-                .saturating_sub(b.preempted_same_cgroup);
-            r.preempted_other_cgroup = r
-                .preempted_other_cgroup
-                .saturating_sub(b.preempted_other_cgroup);
-            r.preempted_kthread = r.preempted_kthread.saturating_sub(b.preempted_kthread);
-            r.preempted_throttled = r.preempted_throttled.saturating_sub(b.preempted_throttled);
-        }
-    }
-    k.runq.retain(|r| r.count > 0);
-    for p in &mut k.preemptors {
-        if let Some(b) = baseline.preemptors.iter().find(|b| {
-            (b.victim_cgroup, b.preemptor_cgroup, &b.comm)
-                == (p.victim_cgroup, p.preemptor_cgroup, &p.comm)
-        }) {
-            p.count = p.count.saturating_sub(b.count);
-            p.wait_ns = p.wait_ns.saturating_sub(b.wait_ns);
-        }
-    }
-    k.preemptors.retain(|p| p.count > 0);
-    for s in &mut k.softirq {
-        if let Some(b) = baseline
-            .softirq
-            .iter()
-            .find(|b| (b.cpu, b.vector) == (s.cpu, s.vector))
-        {
-            s.delay = s.delay.since(&b.delay);
-            s.count = s.count.saturating_sub(b.count);
-            s.delay_max_ns = s.delay_max_ns.min(s.delay.quantile(1.0));
-            s.run_total_ns = s.run_total_ns.saturating_sub(b.run_total_ns);
-            s.runs_in_ksoftirqd = s.runs_in_ksoftirqd.saturating_sub(b.runs_in_ksoftirqd);
-            s.run_in_ksoftirqd_ns = s.run_in_ksoftirqd_ns.saturating_sub(b.run_in_ksoftirqd_ns);
-        }
-    }
-    for s in &mut k.softirq_stolen {
-        if let Some(b) = baseline
-            .softirq_stolen
-            .iter()
-            .find(|b| (b.tid, b.vector) == (s.tid, s.vector))
-        {
-            s.ns = s.ns.saturating_sub(b.ns);
-            s.count = s.count.saturating_sub(b.count);
-        }
-    }
-    k.softirq_stolen.retain(|s| s.count > 0);
-    for s in &mut k.syscalls {
-        if let Some(b) = baseline
-            .syscalls
-            .iter()
-            .find(|b| (b.cgroup, b.nr) == (s.cgroup, s.nr))
-        {
-            s.wall = s.wall.since(&b.wall);
-            s.count = s.count.saturating_sub(b.count);
-            s.wall_total_ns = s.wall_total_ns.saturating_sub(b.wall_total_ns);
-            s.oncpu_total_ns = s.oncpu_total_ns.saturating_sub(b.oncpu_total_ns);
-            s.max_ns = s.max_ns.min(s.wall.quantile(1.0));
-        }
-    }
-    k.syscalls.retain(|s| s.count > 0);
-    let since = |now: &[(String, u64)], then: &[(String, u64)]| -> Vec<(String, u64)> {
-        now.iter()
-            .map(|(name, n)| {
-                let before = then.iter().find(|(b, _)| b == name).map_or(0, |(_, b)| *b);
-                (name.clone(), n.saturating_sub(before))
-            })
-            .collect()
-    };
-    k.counters.lost = since(&latest.counters.lost, &baseline.counters.lost);
-    k.counters.map_full = since(&latest.counters.map_full, &baseline.counters.map_full);
-    k
 }
 
 #[cfg(test)]
