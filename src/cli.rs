@@ -65,6 +65,10 @@ const REPORT_EXAMPLES: &str = "Examples:
   stalltop report node.stl --from 12:03 --to 12:05  a window, in UTC (or +90s from the start)
   stalltop report node.stl --runq-threshold 20ms    only waits of 20 ms and more
   stalltop report node.stl --all --sort newest      every row, newest first
+  stalltop report node.stl --perfetto node.pftrace
+                                                    a timeline for ui.perfetto.dev: a track per CPU
+                                                    with each stall, a track per waiting task, flows
+                                                    from each stall to its waits, softirq counters
 
 Reading a stall line of the summary:
   cpu 3  +4.512s 12:03:05.123Z softirq  105ms (3 waits): NET_RX and ksoftirqd/3 waited 104ms x1; held by cadvisor[2101] (cadvisor.service) in read /sys/fs/cgroup/memory/web/memory.stat, 148ms on-CPU, at mem_cgroup_nr_lru_pages
@@ -267,6 +271,11 @@ pub struct ReportArgs {
     /// Print one JSON object instead of text (every row; docs/report.schema.json).
     #[arg(long)]
     pub json: bool,
+    /// Write the recording as a Perfetto trace (its native protobuf
+    /// format) to OUT instead of a report: open it in ui.perfetto.dev or
+    /// query it with Perfetto's trace processor.
+    #[arg(long, value_name = "OUT", conflicts_with = "json")]
+    pub perfetto: Option<PathBuf>,
 
     /// Start the report at TIME: an offset into the recording (+90s), a UTC
     /// time of day (12:03:05) or a UTC date and time (2026-11-26T12:03:05Z).

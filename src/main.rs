@@ -15,6 +15,8 @@ mod histogram;
 mod host;
 mod kubelet;
 mod model;
+mod perfetto;
+
 mod modes;
 mod probe;
 mod record;

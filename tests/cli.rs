@@ -445,3 +445,35 @@ fn report_options_and_diff_on_real_recordings() {
         text(&bad.stderr)
     );
 }
+
+#[test]
+fn report_writes_a_perfetto_trace_or_says_why_not() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/noisy-neighbour.stl");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("nn.pftrace");
+    let out = stalltop(&[
+        "report",
+        fixture.to_str().unwrap(),
+        "--perfetto",
+        trace.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(out.stdout.is_empty(), "the trace replaces the report");
+    assert!(stderr.contains("98 stalls and 2004 waits"), "{stderr}");
+    // A Trace's first bytes: packet field 1, length-delimited.
+    assert_eq!(std::fs::read(&trace).unwrap()[0], 0x0a);
+
+    assert_clean_failure(
+        &stalltop(&[
+            "report",
+            fixture.to_str().unwrap(),
+            "--perfetto",
+            "/proc/stalltop/x.pftrace",
+        ]),
+        9,
+        "/proc/stalltop/x.pftrace",
+    );
+    let out = stalltop(&["report", "x.stl", "--json", "--perfetto", "y"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

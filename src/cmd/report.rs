@@ -1,6 +1,7 @@
-//! `stalltop report FILE [--json]`: read a recording (up to any damage),
-//! analyse it within the scope the options give (a window, a container or
-//! a pid, display thresholds), print the report.
+//! `stalltop report FILE [--json | --perfetto OUT]`: read a recording (up
+//! to any damage), analyse it within the scope the options give (a window,
+//! a container or a pid, display thresholds), print the report or write
+//! its Perfetto trace.
 
 mod selection;
 mod text;
@@ -11,11 +12,15 @@ use std::time::Duration;
 use crate::cli::ReportArgs;
 use crate::failure::Failure;
 use crate::model::{Analysis, Report, ReportScope};
+use crate::perfetto;
 use crate::record::{self, Recording};
 use crate::stream::Header;
 
 pub fn run(args: &ReportArgs) -> Result<(), Failure> {
     let recording = read(&args.file)?;
+    if let Some(out) = &args.perfetto {
+        return write_perfetto(&recording, out);
+    }
     let scope = scope_of(args, &recording.header)?;
     let report = report_of(&recording, scope);
     if args.json {
@@ -45,6 +50,22 @@ pub fn read(path: &Path) -> Result<Recording, Failure> {
         }
     }
     Ok(recording)
+}
+
+/// `--perfetto OUT`: the trace, and one line saying what it holds.
+fn write_perfetto(recording: &Recording, out: &Path) -> Result<(), Failure> {
+    let exported = perfetto::export(&recording.header, &recording.entries);
+    std::fs::write(out, &exported.trace)
+        .map_err(|e| Failure::Output(format!("{}: {e}", out.display())))?;
+    eprintln!(
+        "stalltop: {}: {} stalls and {} waits over the threshold on {} CPUs (open it in \
+         ui.perfetto.dev)",
+        out.display(),
+        exported.stalls,
+        exported.waits,
+        recording.header.host.cpus
+    );
+    Ok(())
 }
 
 /// The scope the options ask for, checked against the recording.

@@ -9,7 +9,8 @@ use anyhow::{bail, Context, Result};
 /// libelf/zlib/pkg-config build the vendored libbpf; bpftool, tmux,
 /// iproute2 and perf are used by tests and bench, redis-server and
 /// redis-tools (redis-benchmark) by the bench's server workload,
-/// prometheus (and its promtool) by the fleet test;
+/// prometheus (and its promtool) by the fleet test, python3-venv by
+/// tests/perfetto/decode (Perfetto's Python protos in a venv);
 /// the kernel matrix boots its guests with QEMU and runs busybox in them.
 const PACKAGES: &[&str] = &[
     "clang",
@@ -27,6 +28,7 @@ const PACKAGES: &[&str] = &[
     "redis-server",
     "redis-tools",
     "prometheus",
+    "python3-venv",
 ];
 
 pub fn ensure() -> Result<()> {

@@ -399,7 +399,49 @@ fn record(
     let report = Report::parse(&text)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("stalltop report {} --json", recording.display()))?;
+    perfetto_decodes(stalltop, workdir, &stem, &recording, &json)?;
     Ok(Recorded { outcome, report })
+}
+
+/// `stalltop report --perfetto` of the recording, decoded by Perfetto's own protos
+/// (tests/perfetto/decode): every stall of the report on its CPU's track with its fields.
+fn perfetto_decodes(
+    stalltop: &Path,
+    workdir: &Path,
+    stem: &str,
+    recording: &Path,
+    json: &Path,
+) -> Result<()> {
+    let trace = workdir.join(format!("{stem}.pftrace"));
+    Child::spawn(
+        Command::new(stalltop)
+            .arg("report")
+            .arg(recording)
+            .arg("--perfetto")
+            .arg(&trace),
+        "stalltop report --perfetto",
+        &workdir.join(format!("{stem}.perfetto.log")),
+        None,
+    )?
+    .wait_for_exit(REPORT_TIMEOUT)?;
+    let decode = crate::workspace::workspace_root().join("tests/perfetto/decode");
+    let output = Command::new(&decode)
+        .arg(&trace)
+        .arg(json)
+        .output()
+        .with_context(|| format!("running {}", decode.display()))?;
+    if !output.status.success() {
+        bail!(
+            "the Perfetto trace {} does not hold the report's stalls:\n{}",
+            trace.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    eprintln!(
+        "perfetto: {}",
+        String::from_utf8_lossy(&output.stdout).trim()
+    );
+    Ok(())
 }
 
 /// Sleeps for `delay` unless SIGINT/SIGTERM arrives.
