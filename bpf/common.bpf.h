@@ -123,6 +123,18 @@ static __always_inline void cost_end(struct cpu_state *cs, enum probe_kind probe
 		cost_end(cost_cs_, probe, cost_start_);          \
 	} while (0)
 
+/* Index `i`, already known to be below `n` (a power of two), masked where
+ * the verifier sees the mask: clang drops a mask it proves redundant, and
+ * the 6.1 verifier loses a bounds check's range through 32-bit register
+ * copies and through a reload of the unchecked value from the stack. */
+#define verified_slot(i, n)                                             \
+	({                                                              \
+		_Static_assert(((n) & ((n)-1)) == 0, "a power of two"); \
+		__u32 __slot = (i);                                     \
+		barrier_var(__slot);                                    \
+		__slot &((n)-1);                                        \
+	})
+
 static __always_inline void count(__u32 slot)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &slot);
@@ -197,13 +209,15 @@ static __always_inline struct task_state *current_state(bool btf, bool create)
 const volatile __u32 record_rate = 1000;
 const volatile __u32 record_burst = 250;
 
-static __always_inline bool record_allowed(__u16 kind, __u64 now)
+static __always_inline bool record_allowed(__u16 checked_kind, __u64 now)
 {
 	struct cpu_state *cs = this_cpu();
 	__u64 refill;
+	__u32 kind;
 
-	if (!cs || kind >= KIND_MAX)
+	if (!cs || checked_kind >= KIND_MAX)
 		return true;
+	kind = verified_slot(checked_kind, KIND_MAX);
 	refill = (now - cs->refilled[kind]) * record_rate / 1000000000;
 	if (refill) {
 		cs->tokens[kind] = cs->tokens[kind] + refill > record_burst ?

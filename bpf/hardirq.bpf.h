@@ -38,10 +38,10 @@ static __always_inline void irq_run_enter(bool btf, __u32 source, __u64 id, __u6
 	now = bpf_ktime_get_ns();
 	depth = cs->irq_depth;
 	if (depth && depth <= IRQ_NESTING &&
-	    now - cs->irq_runs[(depth - 1) & (IRQ_NESTING - 1)].start > IRQ_RUN_STALE_NS)
+	    now - cs->irq_runs[verified_slot(depth - 1, IRQ_NESTING)].start > IRQ_RUN_STALE_NS)
 		depth = 0;
 	if (depth < IRQ_NESTING) {
-		r = &cs->irq_runs[depth & (IRQ_NESTING - 1)];
+		r = &cs->irq_runs[verified_slot(depth, IRQ_NESTING)];
 		r->start = now;
 		r->steal = steal_read(btf, cs);
 		r->id = id;
@@ -95,7 +95,7 @@ static __always_inline void irq_run_exit(bool btf, __u32 source, __u64 id, __u32
 	for (i = 0; i < IRQ_NESTING; i++) {
 		if (i >= depth)
 			return; /* no entry of that name: begun before the probes */
-		r = &cs->irq_runs[(depth - 1 - i) & (IRQ_NESTING - 1)];
+		r = &cs->irq_runs[verified_slot(depth - 1 - i, IRQ_NESTING)];
 		if (r->source == source && r->id == id)
 			break;
 	}
