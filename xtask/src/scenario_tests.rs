@@ -237,7 +237,10 @@ fn run_checked(
             },
             Name::Ksoftirqd => match &outcome.injected.ksoftirqd {
                 Some(truth) => {
-                    eprintln!("{name}: {}", checks::ksoftirqd::summary(report, truth));
+                    eprintln!(
+                        "{name}: {}",
+                        checks::ksoftirqd::summary(report, truth, outcome.cpu as u32)
+                    );
                     checks::ksoftirqd::check(report, truth, outcome.cpu as u32)
                 }
                 None => Err("the ksoftirqd scenario measured no bursts".into()),
