@@ -118,7 +118,7 @@ static __always_inline void carried_holder_weigh(bool btf, struct carried_wait *
 
 	if (!cs)
 		return;
-	found = wait_holder(cpu, from, now, tid);
+	found = wait_holder(cpu, from, now, tid, true);
 	held = holder_held_ns(found);
 	if (!held)
 		return;

@@ -203,8 +203,13 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 				     struct task_state *ps, const struct carried_wait *cw)
 {
 	__u32 next_tid = FIELD(btf, next, pid), cpu = bpf_get_smp_processor_id();
-	/* The open slice is the waiter's own, just begun: it counts nothing. */
-	__u64 found = wait_holder(cpu, here_since, now, next_tid);
+	/* The open slice is the waiter's own, just begun: it counts nothing.
+	 * Idle never holds a CPU from a runnable ksoftirqd (never throttled,
+	 * never moved): idle's time in such a wait is softirqs run at irq
+	 * exits in idle's context, which slices tell from idle only in
+	 * proportion over the whole entry, and in a takeover they can outweigh
+	 * a hog that softirqs took most of the CPU from. */
+	__u64 found = wait_holder(cpu, here_since, now, next_tid, !next_is_ksoftirqd);
 	__u64 held = holder_held_ns(found);
 	int i = held ? slice_of(cpu, holder_tid(found)) : -1;
 	struct task_ref holder = {};

@@ -156,11 +156,12 @@ static __always_inline __u32 holder_tid(__u64 found)
 
 /* The task that held CPU `cpu` longest during [start, end], the running
  * task's open slice included, never the waiter (the run queue's clock and
- * ktime differ by about a microsecond). Returns (held in us <<
- * HOLDER_TID_BITS) | its thread id (0: idle); 0 if none held it a
- * microsecond, or the CPU's state cannot be read (cpu_state_of). (A
- * global function: the verifier checks its loops once.) */
-__noinline __u64 wait_holder(__u32 cpu, __u64 start, __u64 end, __u32 waiter_tid)
+ * ktime differ by about a microsecond), and idle only if `idle_holds`.
+ * Returns (held in us << HOLDER_TID_BITS) | its thread id (0: idle); 0 if
+ * none held it a microsecond, or the CPU's state cannot be read
+ * (cpu_state_of). (A global function: the verifier checks its loops
+ * once.) */
+__noinline __u64 wait_holder(__u32 cpu, __u64 start, __u64 end, __u32 waiter_tid, bool idle_holds)
 {
 	struct cpu_state *cs = cpu_state_of(cpu);
 	__u64 best_held = 0, held;
@@ -169,7 +170,7 @@ __noinline __u64 wait_holder(__u32 cpu, __u64 start, __u64 end, __u32 waiter_tid
 	if (!cs)
 		return 0;
 	current = cs->current_tid;
-	if (current != waiter_tid) {
+	if (current != waiter_tid && (current || idle_holds)) {
 		best_held = held_by(cpu, current, start, end);
 		best_tid = current;
 	}
@@ -177,7 +178,8 @@ __noinline __u64 wait_holder(__u32 cpu, __u64 start, __u64 end, __u32 waiter_tid
 		__u32 tid = cs->slices[i].tid;
 
 		/* (The running task's entries were weighed with its open slice.) */
-		if (tid == waiter_tid || tid == current || !slice_held(cs, i, start, end))
+		if (tid == waiter_tid || tid == current || (!tid && !idle_holds) ||
+		    !slice_held(cs, i, start, end))
 			continue;
 		held = held_by(cpu, tid, start, end);
 		if (held > best_held) {
