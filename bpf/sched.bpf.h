@@ -412,6 +412,7 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		}
 		cs->current_since = now;
 		cs->current_tid = next_tid;
+		cs->current_css_set = 0;
 		cs->current_steal = steal_now;
 		cs->current_softirq = cs->softirq_ns;
 		/* Before the wait below: a waiter of a group unthrottled just

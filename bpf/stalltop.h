@@ -456,7 +456,11 @@ struct cpu_state {
 	__u64 current_since;   /* when the running task was switched in */
 	__u64 current_softirq; /* softirq_ns at current_since */
 	__u64 current_steal;   /* the steal clock at current_since */
-	struct call call;      /* the running task's syscall, if it entered it here */
+	/* Hooked syscalls: the running task's css_set when its cgroup id was
+	 * last read in this slice (0: not yet), and that id. */
+	__u64 current_css_set;
+	__u64 current_cgroup;
+	struct call call; /* the running task's syscall, if it entered it here */
 	__u32 ksoftirqd_tid;
 	__u32 stolen_vectors;
 	/* Record rate limit, per kind: tokens left and when last refilled. */

@@ -135,6 +135,30 @@ static __always_inline __u64 call_fd_file(bool btf, __s32 nr, __u64 arg0, __u64 
 	return (__u64)current_file_of_fd(btf, how == SYSCALL_ARG_FD0 ? arg0 : arg1);
 }
 
+/* The running task's thread id: the one sched_switch put on this CPU
+ * (no helper call), until the CPU's first switch after load. */
+static __always_inline __u32 current_tid_of(struct cpu_state *cs)
+{
+	return cs->current_tid ?: (__u32)bpf_get_current_pid_tgid();
+}
+
+/* The running task's cgroup id, read once per slice and css_set: the
+ * walk to it is five dependent loads, and a syscall exit comes far more
+ * often than a switch. A task moved to another cgroup gets another
+ * css_set; a stale match would take two moves within one slice, no call
+ * ending between them, and the second css_set at the first's address. */
+static __always_inline __u64 current_cgroup_of(bool btf, struct cpu_state *cs)
+{
+	struct task_struct *t = current_task(btf);
+	__u64 css_set = (__u64)FIELD(btf, t, cgroups);
+
+	if (cs->current_css_set != css_set) {
+		cs->current_cgroup = task_cgroup(btf, t);
+		cs->current_css_set = css_set;
+	}
+	return cs->current_cgroup;
+}
+
 /* The CPU holds the call; sched_switch moves it to the task's state if
  * the task is switched out before the call ends. */
 static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id)
@@ -146,7 +170,7 @@ static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id
 		return;
 	c = &cs->call;
 	c->enter_ts = bpf_ktime_get_ns();
-	c->tid = (__u32)bpf_get_current_pid_tgid();
+	c->tid = current_tid_of(cs);
 	c->nr = id;
 	c->enter_softirq = cs->softirq_ns;
 	c->oncpu_ns = 0;
@@ -417,15 +441,18 @@ static __always_inline int call_path_slot(bool btf, const struct call *c)
 static __always_inline void on_sys_exit(bool btf)
 {
 	struct cpu_state *cs = this_cpu();
-	struct call *c = current_call(btf, cs, (__u32)bpf_get_current_pid_tgid());
+	struct call *c;
 	__u64 now, wall, cgroup;
 
+	if (!cs)
+		return;
+	c = current_call(btf, cs, current_tid_of(cs));
 	if (!c)
 		return;
 	now = bpf_ktime_get_ns();
 	syscall_slice_end(c, cs, now);
 	wall = now - c->enter_ts;
-	cgroup = task_cgroup(btf, current_task(btf));
+	cgroup = current_cgroup_of(btf, cs);
 	syscall_record(cgroup, c->nr, wall, c->oncpu_ns);
 	if (c->oncpu_ns >= syscall_oncpu_threshold_ns ||
 	    (wall >= syscall_wall_threshold_ns && !call_waits(c))) {
