@@ -249,14 +249,14 @@ int BPF_PROG(raw_sys_enter, struct pt_regs *regs, long id)
 SEC("?tp_btf/sys_exit")
 int BPF_PROG(btf_sys_exit, struct pt_regs *regs, long ret)
 {
-	COSTED(PROBE_SYS_EXIT, on_sys_exit(true));
+	COSTED(PROBE_SYS_EXIT, on_sys_exit(true, regs));
 	return 0;
 }
 
 SEC("?raw_tp/sys_exit")
 int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
 {
-	COSTED(PROBE_SYS_EXIT, on_sys_exit(false));
+	COSTED(PROBE_SYS_EXIT, on_sys_exit(false, regs));
 	return 0;
 }
 

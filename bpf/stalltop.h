@@ -288,9 +288,9 @@ struct call {
 	__u64 enter_softirq; /* the CPU's softirq_ns at enter_ts */
 	__u64 oncpu_ns;	     /* on-CPU time inside the call, finished slices */
 	__u64 softirq_ns;    /* softirq time inside the call, finished slices */
-	__u64 arg0;
-	__u64 arg1;
-	__u64 file; /* the struct file its fd argument named at entry, if any */
+	/* the struct file its fd argument named at entry, noted only when
+	 * another thread could reuse the fd meanwhile (on_sys_enter) */
+	__u64 file;
 	__s32 nr;
 	__u32 tid; /* the task making the call */
 };

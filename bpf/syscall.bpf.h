@@ -159,11 +159,37 @@ static __always_inline __u64 current_cgroup_of(bool btf, struct cpu_state *cs)
 	return cs->current_cgroup;
 }
 
+/* Argument `i` (0 or 1) of the running task's call, from its saved user
+ * registers: they hold the arguments until the call returns. */
+static __always_inline __u64 call_arg(bool btf, struct pt_regs *regs, int i)
+{
+	if (btf)
+		return i ? PT_REGS_PARM2_SYSCALL(regs) : PT_REGS_PARM1_SYSCALL(regs);
+	return i ? PT_REGS_PARM2_CORE_SYSCALL(regs) : PT_REGS_PARM1_CORE_SYSCALL(regs);
+}
+
+/* Whether another task can change the running task's fd table: it shares
+ * the table (threads, io_uring workers). Otherwise only the task itself
+ * can, and no call that names its file by fd closes or replaces that fd. */
+static __always_inline bool current_fd_table_shared(bool btf)
+{
+	struct task_struct *t = current_task(btf);
+
+	if (btf)
+		return t->files && t->files->count.counter >= 2;
+	return BPF_CORE_READ(t, files, count.counter) >= 2;
+}
+
 /* The CPU holds the call; sched_switch moves it to the task's state if
- * the task is switched out before the call ends. */
+ * the task is switched out before the call ends. Only what the exit cannot
+ * read itself: when and at which softirq total it began, and the file its
+ * fd names when another thread could close the fd and get its number for a
+ * new file meanwhile (the exit compares). The arguments stay in the task's
+ * registers until the call returns. */
 static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id)
 {
 	struct cpu_state *cs = this_cpu();
+	__u8 how = syscall_file_arg(id);
 	struct call *c;
 
 	if (!cs)
@@ -175,14 +201,9 @@ static __always_inline void on_sys_enter(bool btf, struct pt_regs *regs, long id
 	c->enter_softirq = cs->softirq_ns;
 	c->oncpu_ns = 0;
 	c->softirq_ns = 0;
-	if (btf) {
-		c->arg0 = PT_REGS_PARM1_SYSCALL(regs);
-		c->arg1 = PT_REGS_PARM2_SYSCALL(regs);
-	} else {
-		c->arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
-		c->arg1 = PT_REGS_PARM2_CORE_SYSCALL(regs);
-	}
-	c->file = call_fd_file(btf, id, c->arg0, c->arg1);
+	c->file = 0;
+	if ((how == SYSCALL_ARG_FD0 || how == SYSCALL_ARG_FD1) && current_fd_table_shared(btf))
+		c->file = call_fd_file(btf, id, call_arg(btf, regs, 0), call_arg(btf, regs, 1));
 }
 
 /* The stats of (cgroup, nr) on this CPU: the array slot of nr when this
@@ -410,9 +431,10 @@ __noinline int fd_is_stream(__u32 fd)
 	return mode == S_IFSOCK || mode == S_IFIFO || mode == S_IFCHR;
 }
 
-/* Whether call `c` of the running task slept by design: its call does
- * (SYSCALL_WAITS), or it read a stream, or it waited for a lock. */
-static __always_inline bool call_waits(const struct call *c)
+/* Whether call `c` of the running task (first arguments `arg0`, `arg1`)
+ * slept by design: its call does (SYSCALL_WAITS), or it read a stream, or
+ * it waited for a lock. */
+static __always_inline bool call_waits(const struct call *c, __u64 arg0, __u64 arg1)
 {
 	__u8 flags = c->nr >= 0 && c->nr < SYSCALL_NR_MAX ?
 			     syscall_arg[c->nr & (SYSCALL_NR_MAX - 1)] :
@@ -421,28 +443,27 @@ static __always_inline bool call_waits(const struct call *c)
 	if (flags & SYSCALL_WAITS)
 		return true;
 	if (flags & SYSCALL_WAITS_FOR_LOCK)
-		return c->arg1 == F_SETLKW || c->arg1 == F_OFD_SETLKW;
+		return arg1 == F_SETLKW || arg1 == F_OFD_SETLKW;
 	if (flags & SYSCALL_WAITS_ON_STREAM)
-		return fd_is_stream((flags & SYSCALL_ARG_MASK) == SYSCALL_ARG_FD1 ? c->arg1 :
-										    c->arg0);
+		return fd_is_stream((flags & SYSCALL_ARG_MASK) == SYSCALL_ARG_FD1 ? arg1 : arg0);
 	return false;
 }
 
 /* The path_buf slot that holds the file of ending call `c` (-1: none): the
  * path behind its fd, unless the fd names another file than at entry (then
  * the buffer says so: the file the call used may be freed by now). */
-static __always_inline int call_path_slot(bool btf, const struct call *c)
+static __always_inline int call_path_slot(bool btf, const struct call *c, __u64 arg0, __u64 arg1)
 {
-	if (c->file && call_fd_file(btf, c->nr, c->arg0, c->arg1) != c->file)
+	if (c->file && call_fd_file(btf, c->nr, arg0, arg1) != c->file)
 		return path_buf_mark_unknown(0, PATH_FD_REUSED) ? 0 : -1;
-	return call_file_resolve(c->nr, c->arg0, c->arg1, 0) ? 0 : -1;
+	return call_file_resolve(c->nr, arg0, arg1, 0) ? 0 : -1;
 }
 
-static __always_inline void on_sys_exit(bool btf)
+static __always_inline void on_sys_exit(bool btf, struct pt_regs *regs)
 {
 	struct cpu_state *cs = this_cpu();
 	struct call *c;
-	__u64 now, wall, cgroup;
+	__u64 now, wall, cgroup, arg0, arg1;
 
 	if (!cs)
 		return;
@@ -454,13 +475,18 @@ static __always_inline void on_sys_exit(bool btf)
 	wall = now - c->enter_ts;
 	cgroup = current_cgroup_of(btf, cs);
 	syscall_record(cgroup, c->nr, wall, c->oncpu_ns);
-	if (c->oncpu_ns >= syscall_oncpu_threshold_ns ||
-	    (wall >= syscall_wall_threshold_ns && !call_waits(c))) {
+	if (c->oncpu_ns < syscall_oncpu_threshold_ns && wall < syscall_wall_threshold_ns) {
+		c->enter_ts = 0;
+		return;
+	}
+	arg0 = call_arg(btf, regs, 0);
+	arg1 = call_arg(btf, regs, 1);
+	if (c->oncpu_ns >= syscall_oncpu_threshold_ns || !call_waits(c, arg0, arg1)) {
 		struct task_ref task;
 
 		task_ref_set(btf, &task, current_task(btf), cgroup);
-		syscall_event_send(&task, c->nr, c->arg0, c->arg1, now, wall, c->oncpu_ns,
-				   c->softirq_ns, call_path_slot(btf, c));
+		syscall_event_send(&task, c->nr, arg0, arg1, now, wall, c->oncpu_ns, c->softirq_ns,
+				   call_path_slot(btf, c, arg0, arg1));
 	}
 	c->enter_ts = 0;
 }

@@ -27,15 +27,33 @@ struct Read {
     reused: bool,
 }
 
+/// Whose fd table the reading thread uses.
+#[derive(Clone, Copy, PartialEq)]
+enum FdTable {
+    /// The process's, shared with the thread that may close the fd.
+    Shared,
+    /// A copy of its own (unshare): no other thread can close its fd.
+    Own,
+}
+
 /// Reads `big` whole in one call on one thread, while (if `reuse`) another closes its fd after
 /// CLOSE_AFTER and opens `other`.
-fn read_while_reused(big: &std::path::Path, other: &std::path::Path, reuse: bool) -> Read {
+fn read_while_reused(
+    big: &std::path::Path,
+    other: &std::path::Path,
+    reuse: bool,
+    table: FdTable,
+) -> Read {
     let fd = std::fs::File::open(big).unwrap().into_raw_fd();
     let started = std::sync::Barrier::new(2);
     std::thread::scope(|scope| {
         let reader = scope.spawn(|| {
             // On one CPU: the sampler sees a call that moves to another CPU as two.
             pin_to(1);
+            if table == FdTable::Own {
+                // SAFETY: gives this thread a copy of the fd table; it ends with the thread.
+                assert_eq!(unsafe { libc::unshare(libc::CLONE_FILES) }, 0, "unshare");
+            }
             let mut buf = vec![0u8; FILE_BYTES];
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() } as u32;
@@ -75,7 +93,11 @@ fn slow_read_of(records: &[u8], tid: u32) -> Option<SlowSyscall> {
 }
 
 /// One attempt; contaminated when the read ended before the fd could be reused.
-fn read_once(syscalls: SyscallMode, reuse: bool) -> Result<SlowSyscall, Contaminated> {
+fn read_once(
+    syscalls: SyscallMode,
+    reuse: bool,
+    table: FdTable,
+) -> Result<SlowSyscall, Contaminated> {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.dat");
     std::fs::write(&big, vec![7u8; FILE_BYTES]).unwrap();
@@ -86,7 +108,7 @@ fn read_once(syscalls: SyscallMode, reuse: bool) -> Result<SlowSyscall, Contamin
     };
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(&config, &mut storage).expect("probes load");
-    let read = read_while_reused(&big, &other, reuse);
+    let read = read_while_reused(&big, &other, reuse, table);
     if reuse && !read.reused {
         return Err(Contaminated("the new file got another fd number".into()));
     }
@@ -110,9 +132,9 @@ fn read_once(syscalls: SyscallMode, reuse: bool) -> Result<SlowSyscall, Contamin
 }
 
 /// The same read without the reuse names its file: the tests below can tell.
-fn a_slow_read_names_its_file(syscalls: SyscallMode) {
+fn a_slow_read_names_its_file(syscalls: SyscallMode, table: FdTable) {
     let mut call = None;
-    until_clean(|| read_once(syscalls, false).map(|c| call = Some(c)));
+    until_clean(|| read_once(syscalls, false, table).map(|c| call = Some(c)));
     let call = call.unwrap();
     assert!(
         matches!(&call.path, FilePath::Resolved { path, .. } if path.ends_with("/big.dat")),
@@ -122,18 +144,24 @@ fn a_slow_read_names_its_file(syscalls: SyscallMode) {
 
 #[test]
 fn tp_btf_a_slow_read_names_its_file() {
-    a_slow_read_names_its_file(SyscallMode::Exact);
+    a_slow_read_names_its_file(SyscallMode::Exact, FdTable::Shared);
+}
+
+/// Exact mode notes no file at entry for a thread with its own fd table: it names the file at exit.
+#[test]
+fn tp_btf_a_slow_read_of_a_thread_with_its_own_fd_table_names_its_file() {
+    a_slow_read_names_its_file(SyscallMode::Exact, FdTable::Own);
 }
 
 #[test]
 fn tp_btf_sampled_a_slow_read_names_its_file() {
-    a_slow_read_names_its_file(SyscallMode::Sampled);
+    a_slow_read_names_its_file(SyscallMode::Sampled, FdTable::Shared);
 }
 
 #[test]
 fn tp_btf_a_slow_read_whose_fd_another_thread_reused_names_no_file() {
     let mut call = None;
-    until_clean(|| read_once(SyscallMode::Exact, true).map(|c| call = Some(c)));
+    until_clean(|| read_once(SyscallMode::Exact, true, FdTable::Shared).map(|c| call = Some(c)));
     let call = call.unwrap();
     assert_eq!(call.path, FilePath::FdReused, "{call:?}");
 }
@@ -146,7 +174,9 @@ fn tp_btf_sampled_a_slow_read_whose_fd_another_thread_reused_never_names_the_new
     const ROUNDS: usize = 5;
     let mut paths = Vec::new();
     while paths.len() < ROUNDS {
-        until_clean(|| read_once(SyscallMode::Sampled, true).map(|c| paths.push(c.path)));
+        until_clean(|| {
+            read_once(SyscallMode::Sampled, true, FdTable::Shared).map(|c| paths.push(c.path))
+        });
     }
     let own =
         |p: &FilePath| matches!(p, FilePath::Resolved { path, .. } if path.ends_with("/big.dat"));

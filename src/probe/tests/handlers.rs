@@ -84,6 +84,34 @@ fn drain_events(skel: &StalltopSkel<'_>) -> Vec<event::Event> {
         .collect()
 }
 
+/// A 3 ms fadvise of fd 0, pointed at `file`, through the enter and exit handlers
+/// (`meanwhile` runs between them): the one event it sends.
+fn slow_fadvise_of_fd0(
+    skel: &StalltopSkel<'_>,
+    file: &std::fs::File,
+    meanwhile: impl FnOnce(&Fd0),
+) -> event::SlowSyscall {
+    let fd0 = Fd0::point_at(file);
+    test_run(skel, "raw_sys_enter", &[0, FADVISE64]);
+    std::thread::sleep(Duration::from_millis(3));
+    meanwhile(&fd0);
+    test_run(skel, "raw_sys_exit", &[0, 0]);
+    drop(fd0);
+    let events = drain_events(skel);
+    let [event::Event::Syscall(call)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    call.clone()
+}
+
+/// `path` as a call's resolved file.
+fn resolved(path: &std::path::Path) -> FilePath {
+    FilePath::Resolved {
+        path: path.canonicalize().unwrap().to_string_lossy().into_owned(),
+        truncated: false,
+    }
+}
+
 #[test]
 fn raw_tp_softirq_handlers_time_the_delay_and_hold_the_interrupted_tasks_share() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -152,16 +180,7 @@ fn raw_tp_syscall_handlers_time_a_call_and_name_its_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.INFO");
     let file = std::fs::File::create(&path).unwrap();
-    let fd0 = Fd0::point_at(&file);
-    test_run(&skel, "raw_sys_enter", &[0, FADVISE64]);
-    std::thread::sleep(Duration::from_millis(3));
-    test_run(&skel, "raw_sys_exit", &[0, 0]);
-    drop(fd0);
-
-    let events = drain_events(&skel);
-    let [event::Event::Syscall(call)] = events.as_slice() else {
-        panic!("{events:?}")
-    };
+    let call = slow_fadvise_of_fd0(&skel, &file, |_| {});
     assert_eq!((call.nr, call.fd), (FADVISE64 as u32, Some(0)));
     assert!(
         call.wall_ns >= 3_000_000 && call.wall_ns < 50_000_000,
@@ -169,14 +188,7 @@ fn raw_tp_syscall_handlers_time_a_call_and_name_its_file() {
     );
     // No sched programs ran: the whole call counts as one on-CPU slice.
     assert_eq!(call.oncpu_ns, call.wall_ns);
-    let expected = path.canonicalize().unwrap().to_string_lossy().into_owned();
-    assert_eq!(
-        call.path,
-        FilePath::Resolved {
-            path: expected,
-            truncated: false
-        }
-    );
+    assert_eq!(call.path, resolved(&path));
 
     let own_cgroup = own_cgroup_id(&config);
     let snapshot = crate::stream::KernelSnapshot {
@@ -202,18 +214,33 @@ fn raw_tp_sys_exit_names_no_file_when_the_fd_was_reused_during_the_call() {
     let dir = tempfile::tempdir().unwrap();
     let used = std::fs::File::create(dir.path().join("used.log")).unwrap();
     let reused = std::fs::File::create(dir.path().join("new-owner.db")).unwrap();
-    let fd0 = Fd0::point_at(&used);
-    test_run(&skel, "raw_sys_enter", &[0, FADVISE64]);
-    std::thread::sleep(Duration::from_millis(3));
-    fd0.repoint(&reused);
-    test_run(&skel, "raw_sys_exit", &[0, 0]);
-    drop(fd0);
-
-    let events = drain_events(&skel);
-    let [event::Event::Syscall(call)] = events.as_slice() else {
-        panic!("{events:?}")
-    };
+    let call = slow_fadvise_of_fd0(&skel, &used, |fd0| fd0.repoint(&reused));
     assert_eq!(call.nr, FADVISE64 as u32);
     assert_eq!(call.path, FilePath::FdReused, "{call:?}");
     assert!(call.path.text().unwrap().contains("reused"));
+}
+
+/// A thread with an fd table of its own: no other thread can close its fd meanwhile, so the
+/// enter handler notes nothing and the exit names the file its fd names then.
+#[test]
+fn raw_tp_sys_exit_names_the_file_of_a_thread_with_its_own_fd_table() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config(AttachMode::RawTp);
+    let mut storage = MaybeUninit::uninit();
+    let skel = super::loader::load_detached(&config, &mut storage).expect("raw_tp loads");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("own.log");
+    let file = std::fs::File::create(&path).unwrap();
+    let call = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                pin_to(0);
+                // SAFETY: gives this thread a copy of the fd table; it ends with the thread.
+                assert_eq!(unsafe { libc::unshare(libc::CLONE_FILES) }, 0, "unshare");
+                slow_fadvise_of_fd0(&skel, &file, |_| {})
+            })
+            .join()
+            .unwrap()
+    });
+    assert_eq!(call.path, resolved(&path));
 }
