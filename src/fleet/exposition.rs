@@ -1,8 +1,11 @@
-//! The families in Prometheus's text format (what `promtool check metrics`
-//! reads; the `prometheus` crate's encoder) or in OpenMetrics (for scrapers
-//! that ask for it; the `prometheus-client` crate's encoder).
+//! The families in Prometheus's text format 0.0.4 (what `promtool check
+//! metrics` reads) or in OpenMetrics 1.0 (for scrapers that ask for it),
+//! both written by the `prometheus-client` crate's encoder. The two differ,
+//! for these families, in two places only: a counter's `# HELP` and
+//! `# TYPE` lines name it with `_total` in the text format and without in
+//! OpenMetrics (its samples carry `_total` in both), and only OpenMetrics
+//! ends with `# EOF`.
 
-use prometheus::proto;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -39,94 +42,52 @@ impl Format {
 }
 
 pub fn encode(families: &[Family], format: Format) -> String {
-    match format {
-        Format::Text => text(families),
-        Format::OpenMetrics => openmetrics(families),
-    }
-}
-
-fn text(families: &[Family]) -> String {
-    let protos: Vec<proto::MetricFamily> = families
-        .iter()
-        .filter(|f| !f.series.is_empty())
-        .map(to_proto)
-        .collect();
     let mut out = String::new();
-    prometheus::TextEncoder::new()
-        .encode_utf8(&protos, &mut out)
-        .expect("families are valid: fixed names, escaped label values");
+    for family in families.iter().filter(|f| !f.series.is_empty()) {
+        let openmetrics = openmetrics(family);
+        match (format, family.kind) {
+            (Format::Text, Kind::Counter) => {
+                out.push_str(&text_counter_descriptor(&openmetrics, family.name));
+            }
+            _ => out.push_str(&openmetrics),
+        }
+    }
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
     out
 }
 
-fn to_proto(f: &Family) -> proto::MetricFamily {
-    let mut family = proto::MetricFamily::default();
-    let (name, kind) = match f.kind {
-        Kind::Counter => (format!("{}_total", f.name), proto::MetricType::COUNTER),
-        Kind::Gauge => (f.name.to_owned(), proto::MetricType::GAUGE),
-        Kind::Histogram => (f.name.to_owned(), proto::MetricType::HISTOGRAM),
-    };
-    family.set_name(name);
-    family.set_help(f.help.to_owned());
-    family.set_field_type(kind);
-    for s in &f.series {
-        let labels = s
-            .labels
-            .iter()
-            .map(|(k, v)| {
-                let mut pair = proto::LabelPair::default();
-                pair.set_name((*k).to_owned());
-                pair.set_value(v.clone());
-                pair
-            })
-            .collect();
-        let mut metric = proto::Metric::from_label(labels);
-        match (&s.value, f.kind) {
-            (Value::Number(v), Kind::Counter) => {
-                let mut c = proto::Counter::default();
-                c.set_value(*v);
-                metric.set_counter(c);
-            }
-            (Value::Number(v), _) => {
-                let mut g = proto::Gauge::default();
-                g.set_value(*v);
-                metric.set_gauge(g);
-            }
-            (
-                Value::Histogram {
-                    buckets,
-                    count,
-                    sum,
-                },
-                _,
-            ) => {
-                let mut h = proto::Histogram::default();
-                h.set_sample_count(*count);
-                h.set_sample_sum(*sum);
-                h.set_bucket(
-                    buckets
-                        .iter()
-                        .map(|(le, n)| {
-                            let mut b = proto::Bucket::default();
-                            b.set_upper_bound(*le);
-                            b.set_cumulative_count(*n);
-                            b
-                        })
-                        .collect(),
-                );
-                metric.set_histogram(h);
-            }
-        }
-        family.mut_metric().push(metric);
-    }
-    family
+/// One family in OpenMetrics, without the `# EOF` that ends a whole
+/// exposition.
+fn openmetrics(family: &Family) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Families(vec![family.clone()])));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode_registry(&mut out, &registry)
+        .expect("writing to a String does not fail");
+    out
 }
 
-fn openmetrics(families: &[Family]) -> String {
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(Families(families.to_vec())));
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &registry)
-        .expect("writing to a String does not fail");
+/// A counter family's OpenMetrics encoding with its `# HELP` and `# TYPE`
+/// lines (its first two) naming it as the text format does, `NAME_total`.
+fn text_counter_descriptor(openmetrics: &str, name: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len() + 12);
+    for (i, line) in openmetrics.split_inclusive('\n').enumerate() {
+        let renamed = match i {
+            0 => line
+                .strip_prefix(&format!("# HELP {name} "))
+                .map(|help| format!("# HELP {name}_total {help}")),
+            1 => line
+                .strip_prefix(&format!("# TYPE {name} "))
+                .map(|kind| format!("# TYPE {name}_total {kind}")),
+            _ => None,
+        };
+        match renamed {
+            Some(line) => out.push_str(&line),
+            None => out.push_str(line),
+        }
+    }
     out
 }
 
@@ -252,15 +213,19 @@ mod tests {
     #[test]
     fn text_format_names_counters_with_total_and_escapes_labels() {
         let out = encode(&sample(), Format::Text);
-        assert!(out.contains("# TYPE stalltop_preemptions_total counter\n"));
-        assert!(out.contains(
-            "stalltop_preemptions_total{container=\"pod:\\\"x\\\"/a\\\\b\",cause=\"other\"} 3\n"
+        assert!(out.starts_with(
+            "# HELP stalltop_preemptions_total Waits by cause.\n\
+             # TYPE stalltop_preemptions_total counter\n"
         ));
+        assert!(out.contains(
+            "stalltop_preemptions_total{container=\"pod:\\\"x\\\"/a\\\\b\",cause=\"other\"} 3"
+        ));
+        assert!(out.contains("# TYPE stalltop_runq_wait_seconds histogram\n"));
         assert!(
-            out.contains("stalltop_runq_wait_seconds_bucket{container=\"host\",le=\"0.002\"} 5\n")
+            out.contains("stalltop_runq_wait_seconds_bucket{le=\"0.002\",container=\"host\"} 5\n")
         );
         assert!(
-            out.contains("stalltop_runq_wait_seconds_bucket{container=\"host\",le=\"+Inf\"} 6\n")
+            out.contains("stalltop_runq_wait_seconds_bucket{le=\"+Inf\",container=\"host\"} 6\n")
         );
         assert!(out.contains("stalltop_runq_wait_seconds_count{container=\"host\"} 6\n"));
         assert!(
