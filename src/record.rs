@@ -177,6 +177,7 @@ mod tests {
                 run_count: 1_204_331,
                 run_time_ns: 301_082_750,
             }],
+            removed_cgroups: Vec::new(),
         })
     }
 

@@ -117,8 +117,8 @@ fn run(
         if stopping || now >= next_snapshot {
             next_snapshot = now + SNAPSHOT_INTERVAL.as_nanos() as u64;
             follow_online_cpus(&mut session, &mut online);
-            let kernel = session.snapshot(now);
-            pruner.prune(&session, &hierarchy, &kernel, now);
+            let mut kernel = session.snapshot(now);
+            kernel.removed_cgroups = pruner.prune(&session, &hierarchy, &kernel, now);
             if !send_snapshots(kernel, &hierarchy, &mut names, &tx, now) {
                 break;
             }
@@ -148,7 +148,8 @@ fn follow_online_cpus(session: &mut Session<'_>, online: &mut Option<CpuList>) {
 /// Frees the map entries of removed cgroups, so pod churn cannot fill the
 /// maps: a cgroup is taken for removed when the maps held it at the
 /// previous pass and a walk of the hierarchy, made after that pass, did not
-/// find it (a cgroup created since then is never in that set).
+/// find it (a cgroup created since then is never in that set). Each pass
+/// returns the cgroups it found removed.
 #[derive(Default)]
 struct Pruner {
     in_maps: HashSet<u64>,
@@ -162,21 +163,29 @@ impl Pruner {
         hierarchy: &Hierarchy,
         kernel: &KernelSnapshot,
         now: u64,
-    ) {
+    ) -> Vec<u64> {
         if now < self.next_ns {
-            return;
+            return Vec::new();
         }
         self.next_ns = now + PRUNE_INTERVAL_NS;
         let live = cgroup::live_cgroups(hierarchy);
+        let mut removed = Vec::new();
         // An unreadable hierarchy says nothing of what was removed.
         if !live.is_empty() {
-            let removed = |id: u64| self.in_maps.contains(&id) && !live.contains(&id);
-            let deleted = session.prune_cgroups(&removed);
+            removed = self
+                .in_maps
+                .iter()
+                .copied()
+                .filter(|id| !live.contains(id))
+                .collect();
+            removed.sort_unstable();
+            let deleted = session.prune_cgroups(&|id| removed.binary_search(&id).is_ok());
             if deleted > 0 {
                 tracing::debug!("freed {deleted} map entries of removed cgroups");
             }
         }
         self.in_maps = snapshot_cgroups(kernel).into_iter().collect();
+        removed
     }
 }
 

@@ -175,6 +175,12 @@ pub struct KernelSnapshot {
     /// Cost of each probe: its invocations, and its run time estimated
     /// from the one in PROBE_COST_EVERY (bpf/stalltop.h) it times itself.
     pub programs: Vec<ProgramCost>,
+    /// Cgroups found removed since the previous snapshot (the live
+    /// source's pruning pass: in the maps then, gone from cgroupfs now);
+    /// their counts above are their last. Recordings before this field
+    /// have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_cgroups: Vec<u64>,
 }
 
 /// Sampled syscalls: the calls of syscall `nr` by tasks of `cgroup` on one

@@ -442,6 +442,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 run_time_ns: 15 * MS * step,
             },
         ],
+        removed_cgroups: Vec::new(),
     }
 }
 

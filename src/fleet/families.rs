@@ -4,7 +4,7 @@
 //! each encoder adds it as its format wants.
 
 use super::stall_watch::StallTotals;
-use super::totals::{Hist, Totals};
+use super::totals::{Hist, Throttled, Totals};
 use crate::event::softirq_name;
 use crate::histogram::{slot_range, SLOTS};
 
@@ -12,10 +12,33 @@ use crate::histogram::{slot_range, SLOTS};
 /// a comm is not a bounded label).
 pub const TOP_CULPRITS: usize = 20;
 
-/// Bucket bounds, in ns: two per power of two (the in-kernel histogram has
-/// four), over the range each latency lives in.
-const RUNQ_BOUNDS: (u64, u64) = (1 << 14, 1 << 33); // 16 us .. 8.6 s
-const SOFTIRQ_BOUNDS: (u64, u64) = (1 << 10, 1 << 30); // 1 us .. 1.07 s
+/// Histogram bucket bounds (ns): one per factor of four (the series budget,
+/// docs/fleet.md), each a power of two, so each is the end of an in-kernel
+/// slot and counts exactly.
+#[derive(Clone, Copy)]
+struct Buckets {
+    /// The first bound is 2^first_shift ns.
+    first_shift: u32,
+    count: u32,
+}
+
+impl Buckets {
+    fn bounds(self) -> impl Iterator<Item = u64> {
+        (0..self.count).map(move |i| 1u64 << (self.first_shift + 2 * i))
+    }
+}
+
+/// Run-queue waits: 65.5 us .. 268 ms, what a healthy container waits up to
+/// the neighbour stalls of docs/cases.md.
+const RUNQ_BUCKETS: Buckets = Buckets {
+    first_shift: 16,
+    count: 7,
+};
+/// Softirq delays: 16 us .. 268 ms.
+const SOFTIRQ_BUCKETS: Buckets = Buckets {
+    first_shift: 14,
+    count: 8,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -87,7 +110,7 @@ pub fn families(i: &Inputs<'_>) -> Vec<Family> {
                 .iter()
                 .map(|(container, h)| Series {
                     labels: vec![("container", container.clone())],
-                    value: histogram(h, RUNQ_BOUNDS),
+                    value: histogram(h, RUNQ_BUCKETS),
                 })
                 .collect(),
         },
@@ -132,7 +155,7 @@ pub fn families(i: &Inputs<'_>) -> Vec<Family> {
                 .iter()
                 .map(|(vector, h)| Series {
                     labels: vec![("vector", softirq_name(*vector).to_owned())],
-                    value: histogram(h, SOFTIRQ_BOUNDS),
+                    value: histogram(h, SOFTIRQ_BUCKETS),
                 })
                 .collect(),
         },
@@ -150,24 +173,28 @@ pub fn families(i: &Inputs<'_>) -> Vec<Family> {
                 .collect(),
         },
         Family {
+            name: "stalltop_cfs_periods",
+            help: "CFS periods in which a container with a CPU quota had runnable tasks.",
+            kind: Kind::Counter,
+            series: throttle_series(t, |th| th.periods as f64),
+        },
+        Family {
             name: "stalltop_cfs_throttled_periods",
             help: "CFS periods in which a container's CPU quota ran out.",
             kind: Kind::Counter,
-            series: t
-                .throttled
-                .iter()
-                .map(|(container, th)| by_container(container, th.periods as f64))
-                .collect(),
+            series: throttle_series(t, |th| th.throttled_periods as f64),
         },
         Family {
             name: "stalltop_cfs_throttled_seconds",
             help: "Time a container's tasks were held back by its CPU quota.",
             kind: Kind::Counter,
-            series: t
-                .throttled
-                .iter()
-                .map(|(container, th)| by_container(container, seconds(th.ns)))
-                .collect(),
+            series: throttle_series(t, |th| seconds(th.throttled_ns)),
+        },
+        Family {
+            name: "stalltop_cfs_usage_seconds",
+            help: "CPU time used by a container with a CPU quota (cgroupfs).",
+            kind: Kind::Counter,
+            series: throttle_series(t, |th| seconds(th.usage_ns)),
         },
         Family {
             name: "stalltop_cfs_quota_cpus",
@@ -247,6 +274,13 @@ fn by_container(container: &str, value: f64) -> Series {
     }
 }
 
+fn throttle_series(t: &Totals, value: impl Fn(&Throttled) -> f64) -> Vec<Series> {
+    t.throttled
+        .iter()
+        .map(|(container, th)| by_container(container, value(th)))
+        .collect()
+}
+
 fn stall_series(stalls: &StallTotals, value: impl Fn((u64, u64)) -> f64) -> Vec<Series> {
     stalls
         .by_kind_cpu
@@ -271,23 +305,26 @@ fn top_culprits(stalls: &StallTotals) -> Vec<Series> {
         .collect()
 }
 
-/// Cumulative buckets at two bounds per power of two within `range`: the
-/// upper ends of the kernel's second and fourth sub-slots. A slot's values
-/// are below its end, so each bucket counts exactly the waits shorter than
-/// its bound (Prometheus's `le` also takes a wait of exactly the bound).
-fn histogram(h: &Hist, range: (u64, u64)) -> Value {
-    let mut buckets = Vec::new();
+/// Cumulative buckets at `buckets`' bounds. A slot's values are below its
+/// end, so each bucket counts exactly the waits shorter than its bound
+/// (Prometheus's `le` also takes a wait of exactly the bound).
+fn histogram(h: &Hist, buckets: Buckets) -> Value {
+    let mut counts = Vec::new();
     let mut below = 0;
+    let mut next = buckets.bounds().peekable();
     for slot in 0..SLOTS {
+        let Some(&bound) = next.peek() else {
+            break;
+        };
         below += h.slots.get(slot).copied().unwrap_or(0);
-        let (_, end) = slot_range(slot);
-        let half_octave = slot >= 4 && slot % 2 == 1;
-        if half_octave && end >= range.0 && end <= range.1 {
-            buckets.push((seconds(end), below));
+        if slot_range(slot).1 == bound {
+            counts.push((seconds(bound), below));
+            next.next();
         }
     }
+    debug_assert!(next.peek().is_none(), "a bound that is no slot's end");
     Value::Histogram {
-        buckets,
+        buckets: counts,
         count: h.count,
         sum: seconds(h.sum_ns),
     }
@@ -315,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn histogram_buckets_are_cumulative_at_two_bounds_per_power_of_two() {
+    fn histogram_buckets_are_cumulative_at_each_factor_of_four() {
         let ms = 1_000_000;
         let Value::Histogram {
             buckets,
@@ -323,25 +360,129 @@ mod tests {
             sum,
         } = histogram(
             &hist(&[100_000, 3 * ms, 3 * ms, 5 * ms, 20 * 1_000 * ms]),
-            RUNQ_BOUNDS,
+            RUNQ_BUCKETS,
         )
         else {
             panic!("not a histogram");
         };
         assert_eq!(count, 5);
         assert!((sum - 20.011_1).abs() < 1e-9, "sum {sum}");
-        // From 16.384 us to 8.59 s: 20 powers of two, two bounds each, minus the first's lower.
-        assert_eq!(buckets.first().unwrap().0, 16_384e-9);
-        assert_eq!(buckets.last().unwrap().0, 8_589_934_592e-9);
-        assert_eq!(buckets.len(), 39);
-        let below = |s: f64| buckets.iter().find(|b| b.0 >= s).unwrap().1;
-        assert_eq!(below(150e-6), 1, "100 us is below 196 us");
-        assert_eq!(below(3.2e-3), 3, "3 ms twice, below 3.15 ms");
-        assert_eq!(below(6.3e-3), 4);
-        assert_eq!(buckets.last().unwrap().1, 4, "20 s is past the last bound");
-        assert!(buckets
-            .windows(2)
-            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        let bounds: Vec<f64> = buckets.iter().map(|b| b.0).collect();
+        assert_eq!(
+            bounds,
+            [
+                65_536e-9,
+                262_144e-9,
+                1_048_576e-9,
+                4_194_304e-9,
+                16_777_216e-9,
+                67_108_864e-9,
+                268_435_456e-9
+            ]
+        );
+        let counts: Vec<u64> = buckets.iter().map(|b| b.1).collect();
+        assert_eq!(counts, [0, 1, 1, 3, 4, 4, 4], "20 s is past the last bound");
+    }
+
+    #[test]
+    fn every_bucket_bound_ends_a_kernel_slot() {
+        let ends: Vec<u64> = (0..SLOTS).map(|s| slot_range(s).1).collect();
+        for bound in RUNQ_BUCKETS.bounds().chain(SOFTIRQ_BUCKETS.bounds()) {
+            assert!(ends.contains(&bound), "{bound}");
+        }
+        let Value::Histogram { buckets, .. } = histogram(&hist(&[1]), SOFTIRQ_BUCKETS) else {
+            panic!("not a histogram");
+        };
+        assert_eq!(buckets.len(), 8);
+    }
+
+    /// The series budget of docs/fleet.md: at most this many series per
+    /// container with series of its own (and `other`), per CPU, and for the
+    /// node besides.
+    const SERIES_PER_CONTAINER: usize = 19;
+    const SERIES_PER_CPU: usize = 11;
+    const SERIES_PER_NODE: usize = 160;
+
+    fn series(families: &[Family], matching: impl Fn(&Series) -> bool) -> usize {
+        let per_series = |f: &Family, s: &Series| match &s.value {
+            // Each bucket, +Inf, _sum and _count.
+            Value::Histogram { buckets, .. } if f.kind == Kind::Histogram => buckets.len() + 3,
+            _ => 1,
+        };
+        families
+            .iter()
+            .flat_map(|f| f.series.iter().map(move |s| (f, s)))
+            .filter(|(_, s)| matching(s))
+            .map(|(f, s)| per_series(f, s))
+            .sum()
+    }
+
+    #[test]
+    fn the_worst_case_fits_the_series_budget() {
+        use crate::fleet::totals::{Cause, Throttled};
+        use crate::model::StallKind;
+        let containers = ["ns/a/app", "other"];
+        let cpus = 4u32;
+        let mut totals = Totals::new(1);
+        let full = hist(&[1, 100_000, 1_000_000, 10_000_000, 2_000_000_000]);
+        for c in containers {
+            totals.runq.insert(c.into(), full.clone());
+            for cause in Cause::ALL {
+                totals.preemptions.insert((c.into(), cause), 1);
+            }
+            totals.throttled.insert(c.into(), Throttled::default());
+        }
+        totals.quota_cpus.insert(containers[0].into(), 0.5);
+        for vector in 0..10 {
+            totals.softirq.insert(vector, full.clone());
+        }
+        for kind in [
+            "runq", "takeover", "softirq", "syscall", "sample", "irqoff", "hardirq",
+        ] {
+            totals.lost.insert(kind.into(), 0);
+        }
+        totals.lost.insert("undecodable".into(), 0);
+        let kinds = [
+            StallKind::Runq,
+            StallKind::Throttled,
+            StallKind::Ksoftirqd,
+            StallKind::Softirq,
+            StallKind::Irqoff,
+        ];
+        let mut stalls = StallTotals::default();
+        for cpu in 0..cpus {
+            for kind in kinds {
+                stalls.by_kind_cpu.insert((kind, cpu), (1, 1));
+            }
+        }
+        for i in 0..100 {
+            stalls
+                .by_culprit
+                .insert((format!("task{i}"), "ns/a/app".into()), 1);
+        }
+        let takeovers = (0..cpus).map(|cpu| (cpu, 1)).collect();
+        let families = families(&Inputs {
+            totals: &totals,
+            stalls: &stalls,
+            takeovers: &takeovers,
+            probe_cpu_seconds: 1.0,
+            flight: FlightCounts::default(),
+        });
+        let of = |container: &str| {
+            series(&families, |s| {
+                s.labels.len() <= 2
+                    && s.labels
+                        .iter()
+                        .any(|(k, v)| *k == "container" && v == container)
+                    && !s.labels.iter().any(|(k, _)| *k == "comm")
+            })
+        };
+        assert_eq!(of("ns/a/app"), SERIES_PER_CONTAINER);
+        assert!(of("other") <= SERIES_PER_CONTAINER);
+        let per_cpu = series(&families, |s| s.labels.iter().any(|(k, _)| *k == "cpu"));
+        assert_eq!(per_cpu, SERIES_PER_CPU * cpus as usize);
+        let node = series(&families, |_| true) - of("ns/a/app") - of("other") - per_cpu;
+        assert!(node <= SERIES_PER_NODE, "{node} series for the node");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::labels::ContainerLabels;
+use super::labels::{ContainerLabels, OTHER};
 use crate::histogram::Histogram;
 use crate::model::Analysis;
 use crate::stream::{KernelSnapshot, ThrottleSnapshot};
@@ -104,18 +104,41 @@ struct RunqSeen {
     causes: [u64; 4],
 }
 
+/// A container's CFS bandwidth counters (cgroupfs `cpu.stat`, cgroups
+/// with a quota).
 #[derive(Clone, Copy, Default, Debug, PartialEq)]
 pub struct Throttled {
+    /// Periods in which it had runnable tasks.
     pub periods: u64,
-    pub ns: u64,
+    /// ... and in which its quota ran out.
+    pub throttled_periods: u64,
+    pub throttled_ns: u64,
+    /// CPU time its tasks used.
+    pub usage_ns: u64,
+}
+
+/// cpu.stat's cumulative counters of one cgroup, as last read.
+#[derive(Clone, Copy, Default)]
+struct CpuStat {
+    periods: u64,
+    throttled_periods: u64,
+    throttled_ns: u64,
+    usage_ns: u64,
 }
 
 pub struct Totals {
     labels: ContainerLabels,
     runq_seen: HashMap<u64, RunqSeen>,
     softirq_seen: HashMap<(u32, u32), Hist>,
-    throttle_seen: HashMap<String, (u64, u64)>,
+    throttle_seen: HashMap<String, CpuStat>,
     lost_seen: HashMap<String, u64>,
+    /// Cgroups in the run-queue map that were not found removed, and the
+    /// container each belongs to; how many each container has.
+    live_cgroups: HashMap<u64, String>,
+    live_per_container: HashMap<String, usize>,
+    /// Cgroups found removed that the map still lists (a per-CPU slot
+    /// keeps them until it is reused).
+    removed_cgroups: HashSet<u64>,
     /// By container label.
     pub runq: BTreeMap<String, Hist>,
     pub preemptions: BTreeMap<(String, Cause), u64>,
@@ -136,6 +159,9 @@ impl Totals {
             softirq_seen: HashMap::new(),
             throttle_seen: HashMap::new(),
             lost_seen: HashMap::new(),
+            live_cgroups: HashMap::new(),
+            live_per_container: HashMap::new(),
+            removed_cgroups: HashSet::new(),
             runq: BTreeMap::new(),
             preemptions: BTreeMap::new(),
             softirq: BTreeMap::new(),
@@ -150,6 +176,7 @@ impl Totals {
         // Keys gone from the maps (removed cgroups) never come back.
         let present: HashSet<u64> = k.runq.iter().map(|r| r.cgroup).collect();
         self.runq_seen.retain(|cgroup, _| present.contains(cgroup));
+        self.follow_removals(k, &present, analysis);
         for r in &k.runq {
             let now = RunqSeen {
                 latency: Hist::of(&r.latency, r.total_ns),
@@ -171,7 +198,10 @@ impl Totals {
             let label = self.label(&analysis.container(r.cgroup), k.ts_ns);
             self.runq.entry(label.clone()).or_default().add(&latency);
             for (cause, n) in Cause::ALL.into_iter().zip(causes) {
-                *self.preemptions.entry((label.clone(), cause)).or_default() += n;
+                // Only causes that happened get a series (the budget).
+                if n > 0 {
+                    *self.preemptions.entry((label.clone(), cause)).or_default() += n;
+                }
             }
         }
         for s in &k.softirq {
@@ -185,6 +215,9 @@ impl Totals {
             let before = self.lost_seen.insert(kind.clone(), n);
             *self.lost.entry(kind).or_default() += grew(n, before);
         }
+        for gone in self.labels.expire(k.ts_ns) {
+            self.drop_series(&gone);
+        }
     }
 
     /// Add what cgroupfs's CFS bandwidth counters grew by; `analysis`
@@ -194,22 +227,64 @@ impl Totals {
         self.throttle_seen
             .retain(|path, _| present.contains(path.as_str()));
         for c in &t.cgroups {
-            let before = self
-                .throttle_seen
-                .insert(c.path.clone(), (c.nr_throttled, c.throttled_ns));
-            let periods = grew(c.nr_throttled, before.map(|b| b.0));
-            let ns = grew(c.throttled_ns, before.map(|b| b.1));
-            let container = analysis.container_of_path(&c.path);
-            if periods > 0 || ns > 0 {
-                let label = self.label(&container, t.ts_ns);
-                let total = self.throttled.entry(label).or_default();
-                total.periods += periods;
-                total.ns += ns;
+            let now = CpuStat {
+                periods: c.nr_periods,
+                throttled_periods: c.nr_throttled,
+                throttled_ns: c.throttled_ns,
+                usage_ns: c.usage_ns.unwrap_or(0),
+            };
+            let before = self.throttle_seen.insert(c.path.clone(), now);
+            let growth = Throttled {
+                periods: grew(now.periods, before.map(|b| b.periods)),
+                throttled_periods: grew(now.throttled_periods, before.map(|b| b.throttled_periods)),
+                throttled_ns: grew(now.throttled_ns, before.map(|b| b.throttled_ns)),
+                usage_ns: grew(now.usage_ns, before.map(|b| b.usage_ns)),
+            };
+            if growth == Throttled::default() {
+                continue;
             }
-            if c.period_us > 0 && self.runq.contains_key(&container) {
+            let label = self.label(&analysis.container_of_path(&c.path), t.ts_ns);
+            let total = self.throttled.entry(label.clone()).or_default();
+            total.periods += growth.periods;
+            total.throttled_periods += growth.throttled_periods;
+            total.throttled_ns += growth.throttled_ns;
+            total.usage_ns += growth.usage_ns;
+            if c.period_us > 0 && label != OTHER {
                 self.quota_cpus
-                    .insert(container, c.quota_us as f64 / c.period_us as f64);
+                    .insert(label, c.quota_us as f64 / c.period_us as f64);
             }
+        }
+    }
+
+    /// Tells the labels which containers are gone: those whose every cgroup
+    /// in the run-queue map was found removed.
+    fn follow_removals(&mut self, k: &KernelSnapshot, present: &HashSet<u64>, analysis: &Analysis) {
+        for id in &k.removed_cgroups {
+            self.removed_cgroups.insert(*id);
+            let Some(container) = self.live_cgroups.remove(id) else {
+                continue;
+            };
+            let left = self
+                .live_per_container
+                .entry(container.clone())
+                .or_default();
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                self.live_per_container.remove(&container);
+                self.labels.gone(&container, k.ts_ns);
+            }
+        }
+        self.removed_cgroups.retain(|id| present.contains(id));
+        for &id in present {
+            if self.removed_cgroups.contains(&id) || self.live_cgroups.contains_key(&id) {
+                continue;
+            }
+            let container = analysis.container(id);
+            *self
+                .live_per_container
+                .entry(container.clone())
+                .or_default() += 1;
+            self.live_cgroups.insert(id, container);
         }
     }
 
@@ -218,21 +293,27 @@ impl Totals {
     fn label(&mut self, container: &str, now_ns: u64) -> String {
         let assigned = self.labels.assign(container, now_ns);
         if let Some(gone) = assigned.evicted {
-            self.runq.remove(&gone);
-            self.preemptions.retain(|(label, _), _| *label != gone);
-            self.throttled.remove(&gone);
-            self.quota_cpus.remove(&gone);
+            self.drop_series(&gone);
         }
         assigned.label
+    }
+
+    fn drop_series(&mut self, container: &str) {
+        self.runq.remove(container);
+        self.preemptions.retain(|(label, _), _| label != container);
+        self.throttled.remove(container);
+        self.quota_cpus.remove(container);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::labels::OTHER;
+    use crate::fleet::labels::LINGER_NS;
     use crate::model::tests::{header, names, MS, NOISY, VICTIM};
     use crate::stream::{CgroupRunq, CgroupThrottle, Entry};
+
+    const S: u64 = 1_000_000_000;
 
     fn runq(cgroup: u64, waits: &[u64], other: u64) -> CgroupRunq {
         let mut latency = Histogram::default();
@@ -298,32 +379,83 @@ mod tests {
     }
 
     #[test]
-    fn throttling_adds_periods_and_time_by_container() {
+    fn throttling_adds_periods_usage_and_time_by_container() {
         let mut a = analysis();
         a.apply(&Entry::Kernel(snapshot(1, vec![])));
         let mut totals = Totals::new(10);
         totals.apply_kernel(&snapshot(1, vec![runq(NOISY, &[MS], 0)]), &a);
-        let throttle = |periods, ns| ThrottleSnapshot {
+        let throttle = |periods, throttled, ns, usage| ThrottleSnapshot {
             ts_ns: 1,
             cgroups: vec![CgroupThrottle {
                 path: "/noisy".into(),
                 quota_us: 12_000,
                 period_us: 100_000,
-                nr_periods: 100,
-                nr_throttled: periods,
+                nr_periods: periods,
+                nr_throttled: throttled,
                 throttled_ns: ns,
+                usage_ns: Some(usage),
                 ..CgroupThrottle::default()
             }],
         };
-        totals.apply_throttle(&throttle(5, 40 * MS), &a);
-        totals.apply_throttle(&throttle(7, 90 * MS), &a);
+        totals.apply_throttle(&throttle(100, 5, 40 * MS, 900 * MS), &a);
+        totals.apply_throttle(&throttle(110, 7, 90 * MS, 1_000 * MS), &a);
         assert_eq!(
             totals.throttled["/noisy"],
             Throttled {
-                periods: 7,
-                ns: 90 * MS
+                periods: 110,
+                throttled_periods: 7,
+                throttled_ns: 90 * MS,
+                usage_ns: 1_000 * MS,
             }
         );
         assert_eq!(totals.quota_cpus["/noisy"], 0.12);
+    }
+
+    #[test]
+    fn a_removed_container_gives_its_place_and_its_series_end_after_the_linger() {
+        let a = analysis();
+        let mut totals = Totals::new(1);
+        totals.apply_kernel(&snapshot(S, vec![runq(NOISY, &[MS], 1)]), &a);
+        // The victim waits while the noisy container holds the only place.
+        let both = vec![runq(NOISY, &[MS], 1), runq(VICTIM, &[MS], 0)];
+        totals.apply_kernel(&snapshot(2 * S, both.clone()), &a);
+        assert_eq!(totals.runq[OTHER].count, 1);
+        // The noisy cgroup is removed (its per-CPU slot still lists it).
+        let removed = KernelSnapshot {
+            removed_cgroups: vec![NOISY],
+            ..snapshot(3 * S, both.clone())
+        };
+        totals.apply_kernel(&removed, &a);
+        assert!(totals.runq.contains_key("/noisy"), "lingers");
+        let mut more = both;
+        more[1] = runq(VICTIM, &[MS, 2 * MS], 0);
+        totals.apply_kernel(&snapshot(4 * S, more.clone()), &a);
+        assert!(!totals.runq.contains_key("/noisy"), "gave its place");
+        let victim = a.container(VICTIM);
+        assert_eq!(
+            totals.runq[&victim].count, 1,
+            "counts from its own series' start"
+        );
+        // Still listed by the map, it is not taken for alive again.
+        more[1] = runq(VICTIM, &[MS, 2 * MS], 0);
+        totals.apply_kernel(&snapshot(4 * S + LINGER_NS, more), &a);
+        let labels: Vec<&String> = totals.runq.keys().collect();
+        assert_eq!(labels, [OTHER, &victim]);
+    }
+
+    #[test]
+    fn a_removed_container_alone_leaves_after_the_linger() {
+        let a = analysis();
+        let mut totals = Totals::new(5);
+        totals.apply_kernel(&snapshot(S, vec![runq(NOISY, &[MS], 1)]), &a);
+        let removed = KernelSnapshot {
+            removed_cgroups: vec![NOISY],
+            ..snapshot(2 * S, vec![])
+        };
+        totals.apply_kernel(&removed, &a);
+        totals.apply_kernel(&snapshot(2 * S + LINGER_NS - 1, vec![]), &a);
+        assert!(totals.runq.contains_key("/noisy"));
+        totals.apply_kernel(&snapshot(2 * S + LINGER_NS, vec![]), &a);
+        assert!(totals.runq.is_empty() && totals.preemptions.is_empty());
     }
 }

@@ -48,6 +48,8 @@ pub fn snapshot(loaded: &Loaded<'_>, ts_ns: u64) -> KernelSnapshot {
         },
         counters: read_counters(skel),
         programs: read_probe_costs(skel),
+        // The live source fills it from its pruning pass.
+        removed_cgroups: Vec::new(),
     }
 }
 
