@@ -11,6 +11,8 @@ mod interrupt;
 #[cfg(test)]
 mod manifest_checks;
 mod matrix;
+#[cfg(test)]
+mod monitoring_checks;
 mod prereqs;
 mod run;
 mod scenario;

@@ -37,6 +37,13 @@ fn manifests() -> Vec<Value> {
         .collect()
 }
 
+/// deploy/prometheus/stalltop-rules.yaml, the rules the PrometheusRule carries.
+pub fn rules_file() -> Value {
+    let path = crate::workspace::workspace_root().join("deploy/prometheus/stalltop-rules.yaml");
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// What the checks found wrong.
 #[derive(Default)]
 struct Problems(Vec<String>);
@@ -84,6 +91,7 @@ fn problems(docs: &[Value]) -> Vec<String> {
     let expected = [
         "DaemonSet",
         "Namespace",
+        "PrometheusRule",
         "Service",
         "ServiceAccount",
         "ServiceMonitor",
@@ -93,17 +101,18 @@ fn problems(docs: &[Value]) -> Vec<String> {
         format!("kinds {kinds:?}, not {expected:?}"),
     );
     let of_kind = |kind: &str| docs.iter().find(|d| d["kind"] == kind);
-    let (Some(namespace), Some(account), Some(service), Some(ds), Some(monitor)) = (
+    let (Some(namespace), Some(account), Some(service), Some(ds), Some(monitor), Some(rules)) = (
         of_kind("Namespace"),
         of_kind("ServiceAccount"),
         of_kind("Service"),
         of_kind("DaemonSet"),
         of_kind("ServiceMonitor"),
+        of_kind("PrometheusRule"),
     ) else {
         return p.0;
     };
     let ns = &namespace["metadata"]["name"];
-    for doc in [account, service, ds, monitor] {
+    for doc in [account, service, ds, monitor, rules] {
         p.check(
             &doc["metadata"]["namespace"] == ns,
             format!("{} is not in namespace {ns}", doc["kind"]),
@@ -178,6 +187,21 @@ fn problems(docs: &[Value]) -> Vec<String> {
     p.check(
         items(&monitor["spec"]["namespaceSelector"]["matchNames"]).contains(ns),
         format!("the ServiceMonitor does not look in namespace {ns}"),
+    );
+    // The rules carry the `node` label the ServiceMonitor adds.
+    p.check(
+        items(&monitor["spec"]["endpoints"]).iter().all(|e| {
+            items(&e["relabelings"]).iter().any(|r| {
+                r["targetLabel"] == "node"
+                    && strings(&r["sourceLabels"]) == ["__meta_kubernetes_pod_node_name"]
+            })
+        }),
+        "the ServiceMonitor does not label each series with its node (the rules group by it)",
+    );
+    p.check(
+        rules["spec"]["groups"] == rules_file()["groups"],
+        "the PrometheusRule's spec.groups are not deploy/prometheus/stalltop-rules.yaml's groups: \
+         copy them over",
     );
     let endpoints = items(&monitor["spec"]["endpoints"]);
     p.check(
@@ -424,7 +448,7 @@ mod tests {
     #[test]
     fn each_check_fails_on_a_manifest_that_breaks_it() {
         type Mutation = fn(&mut [Value]);
-        let cases: [(&str, Mutation, &str); 12] = [
+        let cases: [(&str, Mutation, &str); 15] = [
             (
                 "no node name",
                 |docs| container(docs)["env"] = Value::Array(Vec::new()),
@@ -512,6 +536,29 @@ mod tests {
                     of_kind(docs, "ServiceMonitor")["spec"]["endpoints"][0]["port"] = "http".into()
                 },
                 "the ServiceMonitor's endpoints are not /metrics on port \"metrics\"",
+            ),
+            (
+                "ServiceMonitor without the node label",
+                |docs| {
+                    of_kind(docs, "ServiceMonitor")["spec"]["endpoints"][0]["relabelings"] =
+                        Value::Array(Vec::new())
+                },
+                "does not label each series with its node",
+            ),
+            (
+                "PrometheusRule with an alert of its own",
+                |docs| {
+                    of_kind(docs, "PrometheusRule")["spec"]["groups"][1]["rules"][0]["for"] =
+                        "1m".into()
+                },
+                "spec.groups are not deploy/prometheus/stalltop-rules.yaml's",
+            ),
+            (
+                "PrometheusRule in another namespace",
+                |docs| {
+                    of_kind(docs, "PrometheusRule")["metadata"]["namespace"] = "monitoring".into()
+                },
+                "PrometheusRule\" is not in namespace",
             ),
         ];
         let good = manifests();

@@ -1,9 +1,9 @@
 //! `cargo xtask test`: the whole suite, as CI runs it. xtask's own dependencies (no crate that
 //! builds C), formatting and lints, unit and root integration tests (real BPF; the build compiles
-//! the BPF object for x86_64 and arm64), the static binary (`cargo xtask static`: no shared libraries, and it runs), then the
-//! scenario tests (in every syscall mode), the terminal test and the fleet test (`serve` under a
-//! real Prometheus) against the release binary, and the kernel matrix, whose guests run the
-//! static one; one at a time.
+//! the BPF object for x86_64 and arm64), the Prometheus rules (promtool), the static binary
+//! (`cargo xtask static`: no shared libraries, and it runs), then the scenario tests (in every
+//! syscall mode), the terminal test and the fleet test (`serve` under a real Prometheus) against
+//! the release binary, and the kernel matrix, whose guests run the static one; one at a time.
 
 use std::process::Command;
 
@@ -34,6 +34,10 @@ pub fn main() -> Result<()> {
     step("unit and root integration tests", || {
         cargo(&["test", "--workspace"])
     })?;
+    step(
+        "alert and recording rules (promtool check and unit tests)",
+        rules,
+    )?;
     step("release build", || {
         cargo(&["build", "--release", "-p", "stalltop"])
     })?;
@@ -65,6 +69,27 @@ fn xtask(args: &[&str]) -> Result<()> {
     let status = Command::new(exe).args(args).status()?;
     if !status.success() {
         bail!("`cargo xtask {}` failed: {status}", args.join(" "));
+    }
+    Ok(())
+}
+
+/// deploy/prometheus/stalltop-rules.yaml is valid and passes its unit tests, a case that fires
+/// and series that stay silent for each alert (xtask/src/monitoring_checks.rs checks there are
+/// both).
+fn rules() -> Result<()> {
+    let dir = crate::workspace::workspace_root().join("deploy/prometheus");
+    for args in [
+        ["check", "rules", "stalltop-rules.yaml"],
+        ["test", "rules", "stalltop-rules.test.yaml"],
+    ] {
+        let status = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .status()
+            .context("running promtool (apt-get install prometheus)")?;
+        if !status.success() {
+            bail!("`promtool {}` in {} failed", args.join(" "), dir.display());
+        }
     }
     Ok(())
 }
