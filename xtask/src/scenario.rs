@@ -13,6 +13,7 @@ mod memcg;
 pub mod migration;
 mod netns;
 mod noisy_neighbour;
+pub mod pods;
 mod quiet;
 mod setup;
 pub mod slow_syscall;
