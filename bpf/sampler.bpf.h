@@ -17,6 +17,10 @@
 #include "syscall.bpf.h"
 #include "syscall_sampled.bpf.h"
 
+/* Set by user space while the probes run when the cost guard turns stacks
+ * off: records say why and who, without the stacks. */
+volatile __u8 stacks_off = 0;
+
 /* Keep stacks once something has waited (or a call run) this long. */
 const volatile __u64 sample_after_ns = 1000 * 1000;
 
@@ -53,6 +57,10 @@ static __always_inline void sample_fill(bool btf, struct bpf_perf_event_data *ct
 	e->gap_steal_ns = gap_steal;
 	e->syscall = syscall;
 	e->why = why;
+	e->kstack_len = 0;
+	e->ustack_len = 0;
+	if (stacks_off)
+		return;
 	len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 	e->kstack_len = len > 0 ? len : 0;
 	len = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
@@ -108,7 +116,7 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	tid = (__u32)pid_tgid;
 	softirq_tick(btf, cs, tid, now);
 	call = tid ? current_call(btf, cs, tid) : NULL;
-	if (syscalls_sampled)
+	if (sampling_calls())
 		/* Kernel addresses are the upper half on 64-bit machines. */
 		sampled_call_tick(btf, cs, tid, (long)PT_REGS_IP(&ctx->regs) < 0, now);
 	why = sample_reasons(cs, call, tid, now);

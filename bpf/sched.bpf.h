@@ -249,10 +249,10 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	/* The syscall the holder was in: from its state (hooked syscalls); or
 	 * the call the sampler found it in, else, for the task leaving now,
 	 * from its saved registers (sampled). */
-	if (holder.tid == prev_tid && ps && ps->call.enter_ts) {
+	if (holder.tid == prev_tid && ps && call_followed(&ps->call)) {
 		held_syscall = ps->call.nr;
 		held_since = ps->call.enter_ts;
-	} else if (syscalls_sampled && holder.tid) {
+	} else if (sampling_calls() && holder.tid) {
 		__u64 arg0, arg1;
 
 		held_syscall = sampled_syscall_of(cs, holder.tid, &held_since);
@@ -301,14 +301,14 @@ static __always_inline bool runq_wait(bool btf, struct task_struct *next, __u32 
 static __always_inline struct task_state *
 switch_out_call(struct cpu_state *cs, struct task_struct *prev, __u32 prev_tid, __u64 now)
 {
-	bool holds = cs && cs->call.enter_ts && cs->call.tid == prev_tid;
+	bool holds = cs && call_followed(&cs->call) && cs->call.tid == prev_tid;
 	struct task_state *ps = task_state_of(prev, prev_tid, holds);
 
 	if (holds && ps)
 		ps->call = cs->call;
 	if (cs)
 		cs->call.enter_ts = 0;
-	if (ps && ps->call.enter_ts)
+	if (ps && call_followed(&ps->call))
 		syscall_slice_end(&ps->call, cs, now);
 	return ps;
 }
@@ -447,7 +447,7 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 				 cw);
 	}
 	/* After the wait's culprit: prev's sampled call names what it held. */
-	if (syscalls_sampled && cs)
+	if (sampling_calls() && cs)
 		sampled_call_switch(btf, cs, prev, prev_tid,
 				    prev_tid && switched_out_runnable(btf, preempt, prev), next,
 				    next_tid, now);

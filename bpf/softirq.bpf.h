@@ -54,7 +54,7 @@ static __always_inline void softirq_event_emit(bool btf, __u64 now, __u64 delay,
 	task_ref_fill(btf, &e->ctx, current_task(btf));
 	call = current_call(btf, this_cpu(), (__u32)bpf_get_current_pid_tgid());
 	e->ctx_syscall = call ? call->nr : -1;
-	if (syscalls_sampled && e->ctx.tid) {
+	if (sampling_calls() && e->ctx.tid) {
 		__u64 arg0, arg1;
 
 		e->ctx_syscall = syscall_in_progress(btf, current_task(btf), &arg0, &arg1);

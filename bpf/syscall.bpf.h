@@ -16,6 +16,11 @@
  * then no task is ever inside a call we know of, and sched_switch, the
  * softirq handlers and the sampler skip the per-task lookup. */
 const volatile __u8 syscalls_hooked = 1;
+/* Hooked calls that began before this are not followed: set by user space
+ * while the probes run (the cost guard's `syscalls` step), ~0 while the
+ * hooks are off, the moment they came back after (a call's exit, or its
+ * entry, may have been missed meanwhile). */
+volatile __u64 calls_hooked_since = 0;
 const volatile __u64 syscall_wall_threshold_ns = 10 * 1000 * 1000;
 const volatile __u64 syscall_oncpu_threshold_ns = 1000 * 1000;
 /* SYSCALL_ARG_* per syscall number, filled from the syscall table. */
@@ -37,6 +42,12 @@ struct {
 	__type(value, struct syscall_stats);
 } syscalls SEC(".maps");
 
+/* Whether `c` holds a call the hooks follow (see calls_hooked_since). */
+static __always_inline bool call_followed(const struct call *c)
+{
+	return c->enter_ts && c->enter_ts >= calls_hooked_since;
+}
+
 /* The syscall the running task `tid` is in, or NULL: the CPU holds it
  * when the call began in the task's current slice, else (the task was
  * switched out inside it) the task's state does. */
@@ -46,10 +57,10 @@ static __always_inline struct call *current_call(bool btf, struct cpu_state *cs,
 
 	if (!syscalls_hooked)
 		return NULL;
-	if (cs && cs->call.enter_ts && cs->call.tid == tid)
+	if (cs && call_followed(&cs->call) && cs->call.tid == tid)
 		return &cs->call;
 	ts = current_state(btf, false);
-	return ts && ts->call.enter_ts ? &ts->call : NULL;
+	return ts && call_followed(&ts->call) ? &ts->call : NULL;
 }
 
 /* The running task's current slice inside its syscall: from the later

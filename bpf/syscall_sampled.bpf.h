@@ -25,7 +25,13 @@
 
 /* Set by user space in sampled mode (with the sampler on). */
 const volatile __u8 syscalls_sampled = 0;
-const volatile __u64 sample_period_ns = 1000 * 1000;
+/* Whether sampled calls are followed now: user space turns them on while
+ * the probes run when the cost guard takes the syscall hooks off (then
+ * syscalls_sampled is set too), off when they come back. */
+volatile __u8 sampling_calls_now = 1;
+/* The sampler's period: user space doubles it while the probes run when
+ * the cost guard slows the sampler down. */
+volatile __u64 sample_period_ns = 1000 * 1000;
 /* Kernel stack size: the saved user registers sit at its top, for
  * kernels without bpf_task_pt_regs (before 5.15) and raw_tp programs. */
 const volatile __u64 thread_size = 16384;
@@ -33,6 +39,11 @@ const volatile __u64 thread_size = 16384;
 #define ENOSYS 38
 
 /* Task `t`'s saved user registers. */
+static __always_inline bool sampling_calls(void)
+{
+	return syscalls_sampled && sampling_calls_now;
+}
+
 static __always_inline struct pt_regs *user_regs(bool btf, struct task_struct *t)
 {
 	if (btf && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
@@ -508,7 +519,7 @@ static __always_inline bool sampled_stack_due(struct cpu_state *cs, __u32 tid, _
 {
 	__u32 i;
 
-	if (!syscalls_sampled || !cs)
+	if (!sampling_calls() || !cs)
 		return false;
 	for (i = 0; i < SAMPLED_CALLS; i++) {
 		__u32 ticks = cs->sampled[i].ticks;
@@ -526,7 +537,7 @@ static __always_inline __s32 sampled_syscall_of(struct cpu_state *cs, __u32 tid,
 {
 	__u32 i;
 
-	if (!syscalls_sampled || !cs)
+	if (!sampling_calls() || !cs)
 		return -1;
 	for (i = 0; i < SAMPLED_CALLS; i++) {
 		if (cs->sampled[i].ticks && cs->sampled[i].task.tid == tid) {

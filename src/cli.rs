@@ -206,7 +206,38 @@ pub struct ProbeArgs {
     /// Which tracepoint programs to load.
     #[arg(long, value_enum, default_value_t = AttachMode::Auto, global = true)]
     pub attach: AttachMode,
+
+    /// Most CPU stalltop may use, as a share of the node: its process and
+    /// its BPF programs, measured all the time (e.g. 2%, 0.5%; `off`). Over
+    /// it for 5 s, it steps down, one step at a time: exact syscalls
+    /// sampled (the hooks on every syscall come off), the sampler at half
+    /// rate, stacks off; and back up when there is room. Each step is
+    /// logged and shown. `serve` keeps 2% unless told otherwise; the live
+    /// view and `record` keep none unless given one.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_cpu_budget, global = true)]
+    pub max_cpu: Option<CpuBudget>,
 }
+
+/// stalltop's CPU budget (`--max-cpu`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CpuBudget {
+    Off,
+    /// A share of the node's CPUs (0.02: 2%).
+    Share(f64),
+}
+
+impl CpuBudget {
+    pub fn share(self) -> Option<f64> {
+        match self {
+            CpuBudget::Off => None,
+            CpuBudget::Share(share) => Some(share),
+        }
+    }
+}
+
+/// serve's budget: the default mode's cost stays under it in the messaging
+/// overload (docs/performance.md), exact syscalls do not.
+pub const SERVE_CPU_BUDGET: CpuBudget = CpuBudget::Share(0.02);
 
 impl ProbeArgs {
     pub fn syscall_mode(&self) -> SyscallMode {
@@ -438,6 +469,22 @@ fn parse_size(text: &str) -> Result<u64, String> {
         .map_err(|e| format!("`{}`: {e}", text.trim()))
 }
 
+/// `--max-cpu`: a percentage of the node ("2%", "0.5%") or "off".
+fn parse_cpu_budget(text: &str) -> Result<CpuBudget, String> {
+    let text = text.trim();
+    if text == "off" {
+        return Ok(CpuBudget::Off);
+    }
+    let percent = text
+        .strip_suffix('%')
+        .and_then(|p| p.trim().parse::<f64>().ok())
+        .ok_or_else(|| format!("`{text}` is not a percentage of the node (2%) or off"))?;
+    if !(percent > 0.0 && percent <= 100.0) {
+        return Err(format!("`{text}` is outside 0%..100%"));
+    }
+    Ok(CpuBudget::Share(percent / 100.0))
+}
+
 /// A stall threshold: at least 1 ms, so the probes stay cheap.
 fn parse_threshold(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
@@ -477,6 +524,18 @@ mod tests {
             .unwrap_err()
             .contains("1ms minimum"));
         assert_eq!(parse_threshold("1ms"), Ok(Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn the_cpu_budget_is_a_percentage_or_off() {
+        assert_eq!(parse_cpu_budget("2%"), Ok(CpuBudget::Share(0.02)));
+        assert_eq!(parse_cpu_budget("0.5%"), Ok(CpuBudget::Share(0.005)));
+        assert_eq!(parse_cpu_budget("off"), Ok(CpuBudget::Off));
+        assert!(parse_cpu_budget("2").unwrap_err().contains("percentage"));
+        assert!(parse_cpu_budget("0%").unwrap_err().contains("outside"));
+        assert!(parse_cpu_budget("150%").is_err());
+        let cli = Cli::try_parse_from(["stalltop", "serve", "--max-cpu", "off"]).unwrap();
+        assert_eq!(cli.probe.max_cpu, Some(CpuBudget::Off));
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod app;
 mod cgroup;
 mod cli;
 mod cmd;
+mod cost_guard;
 mod cpulist;
 mod event;
 mod failure;

@@ -1,7 +1,8 @@
 //! How stalltop watches, from the command line to the recording: the attach and syscall modes a
-//! user picks, the attach mode the probes resolved, how softirq time was measured and which
-//! cgroup hierarchy ids refer to. Each is an enum everywhere; recordings and JSON keep the
-//! strings they always carried (serde names below), so old recordings read the same.
+//! user picks, the attach mode the probes resolved, how softirq time was measured, which
+//! cgroup hierarchy ids refer to, and the steps the cost guard takes down to stay within its
+//! budget. Each is an enum everywhere; recordings and JSON keep the strings they always carried
+//! (serde names below), so old recordings read the same.
 
 use serde::{Deserialize, Serialize};
 
@@ -126,6 +127,52 @@ macro_rules! display_by_name {
 }
 
 display_by_name!(Attach, SyscallMode, SoftirqTime, CgroupHierarchy);
+
+/// A step the cost guard (`--max-cpu`) takes down, in this order, when
+/// stalltop costs more than its budget, and back up, last first, when
+/// there is room: each lowers its cost on a running session and sees less.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Step {
+    /// `--syscalls exact` watches syscalls as `sampled` does: the hooks on
+    /// every syscall's entry and exit come off.
+    Syscalls,
+    /// The CPU sampler ticks at half its rate.
+    Sampler,
+    /// The sampler's records carry no stacks.
+    Stacks,
+}
+
+impl Step {
+    pub const ALL: [Step; 3] = [Step::Syscalls, Step::Sampler, Step::Stacks];
+
+    /// As in metrics (`stalltop_degraded{step}`), logs and the header.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Syscalls => "syscalls",
+            Step::Sampler => "sampler",
+            Step::Stacks => "stacks",
+        }
+    }
+
+    /// What stepping down does, in a few words.
+    pub fn down(self) -> &'static str {
+        match self {
+            Step::Syscalls => "exact syscalls sampled",
+            Step::Sampler => "sampler at half rate",
+            Step::Stacks => "stacks off",
+        }
+    }
+
+    /// What stepping back up does.
+    pub fn up(self) -> &'static str {
+        match self {
+            Step::Syscalls => "syscalls exact again",
+            Step::Sampler => "sampler at full rate",
+            Step::Stacks => "stacks on",
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,7 @@ mod refusal;
 mod sampler;
 mod sched_info;
 mod session;
+mod steps;
 #[cfg(test)]
 mod tests;
 

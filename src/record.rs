@@ -178,6 +178,7 @@ mod tests {
                 run_time_ns: 301_082_750,
             }],
             removed_cgroups: Vec::new(),
+            cost_guard: None,
         })
     }
 

@@ -15,12 +15,16 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::cgroup::{self, Hierarchy, Resolver};
+use crate::cli::CpuBudget;
+use crate::cost_guard::{Change, CostGuard};
 use crate::cpulist::CpuList;
 use crate::event::{self, Event, Sample};
 use crate::host;
 use crate::kubelet::{self, PodNamer};
 use crate::probe::{self, ObjectStorage, ProbeConfig, ProbeError, ProbeInfo, Session};
-use crate::stream::{Entry, Header, KernelSnapshot, NameTable, Settings, ThrottleSnapshot};
+use crate::stream::{
+    Entry, GuardState, Header, KernelSnapshot, NameTable, Settings, ThrottleSnapshot,
+};
 use crate::symbols::StackNamer;
 
 /// How often aggregate maps and cgroupfs are read.
@@ -100,6 +104,10 @@ fn run(
     };
     let _ = ready.send(Ok(session.info()));
     let mut online = CpuList::online().ok();
+    let mut guard = config.cost_guard.map(|share| {
+        let cpus = online.as_ref().map_or(1, |o| o.iter().count().max(1));
+        CostGuard::new(share * cpus as f64, session.steps(), host::monotonic_ns())
+    });
     let mut pruner = Pruner::default();
     let mut next_snapshot = host::monotonic_ns();
     loop {
@@ -119,6 +127,10 @@ fn run(
             follow_online_cpus(&mut session, &mut online);
             let mut kernel = session.snapshot(now);
             kernel.removed_cgroups = pruner.prune(&session, &hierarchy, &kernel, now);
+            if let Some(guard) = &mut guard {
+                kernel.cost_guard =
+                    Some(Box::new(follow_budget(guard, &mut session, &kernel, now)));
+            }
             if !send_snapshots(kernel, &hierarchy, &mut names, &tx, now) {
                 break;
             }
@@ -143,6 +155,38 @@ fn follow_online_cpus(session: &mut Session<'_>, online: &mut Option<CpuList>) {
     if let Err(e) = session.set_ksoftirqd(&host::ksoftirqd_threads()) {
         tracing::warn!("telling the probes each CPU's ksoftirqd thread: {e}");
     }
+}
+
+/// The cost guard's turn at a snapshot: what stalltop spent so far (its
+/// process, and its programs by their own timing), the step the guard asks
+/// for made (or refused) and logged; returns its state for the snapshot.
+fn follow_budget(
+    guard: &mut CostGuard,
+    session: &mut Session<'_>,
+    kernel: &KernelSnapshot,
+    now: u64,
+) -> GuardState {
+    let bpf_ns: u64 = kernel.programs.iter().map(|p| p.run_time_ns).sum();
+    let spent = host::process_cpu_ns() + bpf_ns;
+    if let Some(change) = guard.observe(now, spent) {
+        let state = guard.state();
+        let (down, what) = match change {
+            Change::Down(step) => (true, format!("stepping down: {}", step.down())),
+            Change::Up(step) => (false, format!("stepping back up: {}", step.up())),
+        };
+        match session.step(change.step(), down) {
+            Ok(()) => tracing::warn!(
+                "stalltop's cost {:.3} CPUs against a budget of {:.3}: {what}",
+                state.cost_cpus,
+                state.budget_cpus
+            ),
+            Err(e) => {
+                tracing::warn!("cost guard: {what} failed: {e}");
+                guard.refused(change);
+            }
+        }
+    }
+    guard.state()
 }
 
 /// Frees the map entries of removed cgroups, so pod churn cannot fill the
@@ -323,8 +367,11 @@ pub fn session_header(
 
 /// The probe configuration and the hierarchy to attribute by, from the
 /// command line and this host.
+/// The probes' configuration from the command line; `budget` is the cost
+/// guard's when `--max-cpu` does not say (serve's, or none).
 pub fn probe_config(
     args: &crate::cli::ProbeArgs,
+    budget: CpuBudget,
 ) -> Result<(ProbeConfig, Hierarchy), crate::failure::Failure> {
     probe::preflight()?;
     let hierarchy = Hierarchy::detect()?;
@@ -342,6 +389,7 @@ pub fn probe_config(
         ksoftirqd: host::ksoftirqd_threads(),
         features: probe::KernelFeatures::detect(),
         steal: StealSource::None,
+        cost_guard: args.max_cpu.unwrap_or(budget).share(),
     };
     let config = ProbeConfig {
         steal: probe::choose_steal_source(

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuList;
 use crate::histogram::Histogram;
-use crate::modes::{Attach, CgroupHierarchy, SoftirqDelay, SoftirqTime, StealSource, SyscallMode};
+use crate::modes::{
+    Attach, CgroupHierarchy, SoftirqDelay, SoftirqTime, StealSource, Step, SyscallMode,
+};
 use crate::vm::Machine;
 
 /// One item of the stream. A recording is a header followed by these.
@@ -181,6 +183,24 @@ pub struct KernelSnapshot {
     /// have none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed_cgroups: Vec<u64>,
+    /// The cost guard's budget, measure and steps, when one runs
+    /// (`--max-cpu`; recordings before this field have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Boxed: most snapshots have none, and `Entry` stays small.
+    pub cost_guard: Option<Box<GuardState>>,
+}
+
+/// What the cost guard (`--max-cpu`) knows and did, at a snapshot.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct GuardState {
+    /// The budget, in CPUs (the share of the node times its CPUs).
+    pub budget_cpus: f64,
+    /// What stalltop spent over the last few seconds, in CPUs.
+    pub cost_cpus: f64,
+    /// The steps this session can take, in the order they go down.
+    pub steps: Vec<Step>,
+    /// The steps down now, the latest last.
+    pub down: Vec<Step>,
 }
 
 /// Sampled syscalls: the calls of syscall `nr` by tasks of `cgroup` on one

@@ -5,7 +5,7 @@
 
 use crate::event;
 use crate::model::{kernel_since, Analysis};
-use crate::stream::{Entry, Header, KernelSnapshot, NameTable};
+use crate::stream::{Entry, GuardState, Header, KernelSnapshot, NameTable};
 
 /// Rates between the last two kernel snapshots (CLOCK_MONOTONIC apart, so
 /// replay shows what the live run saw).
@@ -19,6 +19,8 @@ pub struct Rates {
     pub ns_per_event: Option<f64>,
     /// Probe run time as a percentage of one CPU.
     pub cpu_percent: Option<f64>,
+    /// The cost guard's latest state, when one runs (`--max-cpu`).
+    pub guard: Option<GuardState>,
 }
 
 pub struct Data {
@@ -135,6 +137,7 @@ fn rates(previous: &KernelSnapshot, latest: &KernelSnapshot, records: u64) -> Ra
         records_per_s: Some(records as f64 / seconds),
         ns_per_event: (has_cost && runs > 0.0).then(|| run_ns / runs),
         cpu_percent: has_cost.then(|| run_ns / (seconds * 1e9) * 100.0),
+        guard: latest.cost_guard.as_deref().cloned(),
     }
 }
 

@@ -12,11 +12,11 @@ use crate::event::testing::{
     runq_record, sample_record, softirq_record, syscall_record, task, throttled_runq_record,
 };
 use crate::histogram::Histogram;
-use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, StealSource, SyscallMode};
+use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, StealSource, Step, SyscallMode};
 use crate::record::{self, Recording, Writer};
 use crate::stream::{
-    CgroupRunq, CgroupThrottle, Counters, Entry, Header, HostInfo, KernelSnapshot, NameTable,
-    Preemptor, ProgramCost, Settings, SoftirqStats, SyscallStats, ThrottleSnapshot,
+    CgroupRunq, CgroupThrottle, Counters, Entry, GuardState, Header, HostInfo, KernelSnapshot,
+    NameTable, Preemptor, ProgramCost, Settings, SoftirqStats, SyscallStats, ThrottleSnapshot,
 };
 
 pub const MS: u64 = 1_000_000;
@@ -443,6 +443,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
             },
         ],
         removed_cgroups: Vec::new(),
+        cost_guard: None,
     }
 }
 
@@ -468,6 +469,19 @@ pub fn lossy_kernel(at: u64) -> Entry {
     let mut k = kernel_snapshot(at, 3);
     k.counters.lost = vec![("runq".into(), 17), ("sample".into(), 3)];
     k.counters.map_full = vec![("tasks".into(), 2)];
+    Entry::Kernel(k)
+}
+
+/// The busy node's last snapshot, its cost guard over a 2% budget with
+/// exact syscalls sampled and stacks off.
+pub fn over_budget_kernel(at: u64) -> Entry {
+    let mut k = kernel_snapshot(at, 3);
+    k.cost_guard = Some(Box::new(GuardState {
+        budget_cpus: 0.08,
+        cost_cpus: 0.1,
+        steps: Step::ALL.to_vec(),
+        down: vec![Step::Syscalls, Step::Stacks],
+    }));
     Entry::Kernel(k)
 }
 

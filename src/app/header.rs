@@ -1,11 +1,12 @@
 //! The header bar: host, run time, refresh, rates, lost events, stalltop's
-//! own cost, live/paused/replay, thresholds, filters, warnings. Pure.
+//! own cost and its cost guard, live/paused/replay, thresholds, filters,
+//! warnings. Pure.
 
 use super::data::Rates;
 use super::format;
 use super::view::{Line, Segment, Tone};
 use crate::model::Report;
-use crate::stream::Header;
+use crate::stream::{GuardState, Header};
 
 /// The run state shown at the right of the first line.
 pub enum State {
@@ -122,6 +123,9 @@ pub fn header_lines(req: &HeaderRequest<'_>) -> Vec<Line> {
         (None, Some(cpu)) => Segment::plain(format!("probe cost {cpu:.2}% CPU")),
         _ => Segment::new("probe cost n/a", Tone::Dim),
     });
+    if let Some(guard) = &req.rates.guard {
+        second.push(budget(guard, req.header.host.cpus));
+    }
     let settings = &req.header.settings;
     second.push(Segment::plain(format!(
         "stalls ≥ runq {} softirq {}",
@@ -147,6 +151,25 @@ pub fn header_lines(req: &HeaderRequest<'_>) -> Vec<Line> {
         lines.push(vec![Segment::new(format!("⚠ {warning}"), Tone::Warn)]);
     }
     lines
+}
+
+/// The cost guard's budget (`--max-cpu`), and while it has stepped down,
+/// its cost against the budget and the steps down.
+fn budget(guard: &GuardState, cpus: u32) -> Segment {
+    let percent = |cpus_used: f64| cpus_used / f64::from(cpus.max(1)) * 100.0;
+    if guard.down.is_empty() {
+        return Segment::plain(format!("budget {:.1}%", percent(guard.budget_cpus)));
+    }
+    let steps: Vec<&str> = guard.down.iter().map(|s| s.down()).collect();
+    Segment::new(
+        format!(
+            "OVER BUDGET {:.1}%/{:.1}%: {}",
+            percent(guard.cost_cpus),
+            percent(guard.budget_cpus),
+            steps.join(", ")
+        ),
+        Tone::Warn,
+    )
 }
 
 /// Segments into lines of at most `width` columns, two spaces apart.

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 
 use crate::app::{App, Msg};
-use crate::cli::ProbeArgs;
+use crate::cli::{CpuBudget, ProbeArgs};
 use crate::host;
 use crate::source::{self, LiveSource};
 use crate::stream::Entry;
@@ -24,7 +24,7 @@ use crate::{ui, Failure};
 const ENTRY_QUEUE: usize = 256;
 
 pub async fn run(probe_args: &ProbeArgs, delay: Duration) -> Result<(), Failure> {
-    let (config, hierarchy) = source::probe_config(probe_args)?;
+    let (config, hierarchy) = source::probe_config(probe_args, CpuBudget::Off)?;
     let start_ns = host::monotonic_ns();
     let (tx, entries) = mpsc::channel::<Entry>(ENTRY_QUEUE);
     let source = LiveSource::start(config.clone(), hierarchy.clone(), tx)?;

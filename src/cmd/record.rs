@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::cli::{ProbeArgs, RecordArgs};
+use crate::cli::{CpuBudget, ProbeArgs, RecordArgs};
 use crate::failure::Failure;
 use crate::host;
 use crate::record::Writer;
@@ -15,7 +15,7 @@ use crate::stream::Entry;
 
 pub async fn run(args: &RecordArgs, probe_args: &ProbeArgs) -> Result<(), Failure> {
     // Headless: nobody watches the probes' cost, so do not pay for it.
-    let (config, hierarchy) = source::probe_config(probe_args)?;
+    let (config, hierarchy) = source::probe_config(probe_args, CpuBudget::Off)?;
     let start_ns = host::monotonic_ns();
     let (tx, mut rx) = mpsc::channel::<Entry>(256);
     let source = LiveSource::start(config.clone(), hierarchy.clone(), tx)?;

@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use crate::cli::{ProbeArgs, ServeArgs};
+use crate::cli::{ProbeArgs, ServeArgs, SERVE_CPU_BUDGET};
 use crate::failure::Failure;
 use crate::fleet::families::FlightCounts;
 use crate::fleet::flight::Plan;
@@ -16,14 +16,15 @@ use crate::fleet::flight_dir::FlightDir;
 use crate::fleet::http::{self, Published, Shared};
 use crate::fleet::node::{Node, Settings};
 use crate::host;
+use crate::modes::Step;
 use crate::source::{self, LiveSource};
-use crate::stream::Entry;
+use crate::stream::{Entry, GuardState, KernelSnapshot};
 
 /// How often metrics and `/stalls` are refreshed and dumps come due.
 const TICK: Duration = Duration::from_secs(1);
 
 pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure> {
-    let (config, hierarchy) = source::probe_config(probe_args)?;
+    let (config, hierarchy) = source::probe_config(probe_args, SERVE_CPU_BUDGET)?;
     // Before the probes: a port in use fails with nothing loaded.
     let listener = TcpListener::bind(args.listen)
         .await
@@ -56,7 +57,7 @@ pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure
     let (dump_tx, mut dump_rx) = mpsc::channel(1);
     let server = tokio::spawn(http::serve(listener, Arc::clone(&shared), dump_tx));
     eprintln!(
-        "stalltop: serving http://{}/metrics ({} probes){}",
+        "stalltop: serving http://{}/metrics ({} probes){}{}",
         args.listen,
         source.info.attach,
         match &args.flight_dir {
@@ -66,15 +67,20 @@ pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure
                 dir.display()
             ),
             None => String::new(),
+        },
+        match config.cost_guard {
+            Some(share) => format!("; CPU budget {}% of the node", share * 100.0),
+            None => "; no CPU budget".into(),
         }
     );
 
     let mut flight = FlightCounts::default();
+    let mut degraded = Vec::new();
     let mut tick = tokio::time::interval(TICK);
     loop {
         tokio::select! {
             entry = rx.recv() => match entry {
-                Some(entry) => apply(&mut node, &entry),
+                Some(entry) => apply(&mut node, &entry, &mut degraded),
                 None => break, // the probe thread ended on its own
             },
             _ = tick.tick() => {
@@ -101,7 +107,7 @@ pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure
     server.abort();
     source.request_stop();
     while let Some(entry) = rx.recv().await {
-        apply(&mut node, &entry);
+        apply(&mut node, &entry, &mut degraded);
     }
     source.join();
     // Dumps planned but not yet due are written with what there is.
@@ -114,10 +120,32 @@ pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure
     Ok(())
 }
 
-fn apply(node: &mut Node, entry: &Entry) {
+fn apply(node: &mut Node, entry: &Entry, degraded: &mut Vec<Step>) {
     if let Err(e) = node.apply(entry) {
         tracing::warn!("flight window: {e}");
     }
+    if let Entry::Kernel(KernelSnapshot {
+        cost_guard: Some(guard),
+        ..
+    }) = entry
+    {
+        log_steps(guard, degraded);
+    }
+}
+
+/// Says on stderr each step the cost guard took since the last snapshot.
+fn log_steps(guard: &GuardState, degraded: &mut Vec<Step>) {
+    let cost = format!(
+        "stalltop's cost {:.3} CPUs against a budget of {:.3} (--max-cpu)",
+        guard.cost_cpus, guard.budget_cpus
+    );
+    for step in guard.down.iter().filter(|s| !degraded.contains(s)) {
+        eprintln!("stalltop: {cost}: stepping down: {}", step.down());
+    }
+    for step in degraded.iter().filter(|s| !guard.down.contains(s)) {
+        eprintln!("stalltop: {cost}: stepping back up: {}", step.up());
+    }
+    degraded.clone_from(&guard.down);
 }
 
 fn write_dump(node: &Node, plan: &Plan, dir: Option<&FlightDir>, counts: &mut FlightCounts) {

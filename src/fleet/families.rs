@@ -7,6 +7,7 @@ use super::stall_watch::StallTotals;
 use super::totals::{Hist, Throttled, Totals};
 use crate::event::softirq_name;
 use crate::histogram::{slot_range, SLOTS};
+use crate::stream::GuardState;
 
 /// Culprits exported by stall time (the rest are left out, never folded:
 /// a comm is not a bounded label).
@@ -81,6 +82,8 @@ pub struct Inputs<'a> {
     pub takeovers: &'a std::collections::BTreeMap<u32, u64>,
     /// CPU time of stalltop itself and of its BPF programs, in seconds.
     pub probe_cpu_seconds: f64,
+    /// The cost guard's latest state (serve runs one unless `--max-cpu off`).
+    pub guard: Option<&'a GuardState>,
     pub flight: FlightCounts,
 }
 
@@ -228,13 +231,42 @@ pub fn families(i: &Inputs<'_>) -> Vec<Family> {
         },
         Family {
             name: "stalltop_probe_cpu_seconds",
-            help: "CPU time stalltop used: its process, plus its BPF programs while the kernel \
-                   counts their run time (kernel.bpf_stats_enabled).",
+            help: "CPU time stalltop used: its process, plus its BPF programs' run time (each \
+                   program times one invocation in 64 itself).",
             kind: Kind::Counter,
             series: vec![Series {
                 labels: vec![],
                 value: Value::Number(i.probe_cpu_seconds),
             }],
+        },
+        Family {
+            name: "stalltop_cpu_budget_cpus",
+            help: "The CPU stalltop may use (--max-cpu), in CPUs: its cost guard steps down \
+                   when stalltop_probe_cpu_seconds_total grows faster.",
+            kind: Kind::Gauge,
+            series: i
+                .guard
+                .map(|g| Series {
+                    labels: vec![],
+                    value: Value::Number(g.budget_cpus),
+                })
+                .into_iter()
+                .collect(),
+        },
+        Family {
+            name: "stalltop_degraded",
+            help: "1 while the cost guard has a step down to stay within --max-cpu: syscalls \
+                   (exact syscalls sampled), sampler (at half rate), stacks (off); 0 otherwise.",
+            kind: Kind::Gauge,
+            series: i.guard.map_or_else(Vec::new, |g| {
+                g.steps
+                    .iter()
+                    .map(|step| Series {
+                        labels: vec![("step", step.name().to_owned())],
+                        value: Value::Number(if g.down.contains(step) { 1.0 } else { 0.0 }),
+                    })
+                    .collect()
+            }),
         },
         Family {
             name: "stalltop_flight_recordings",
@@ -421,6 +453,7 @@ mod tests {
     fn the_worst_case_fits_the_series_budget() {
         use crate::fleet::totals::{Cause, Throttled};
         use crate::model::StallKind;
+        use crate::modes::Step;
         let containers = ["ns/a/app", "other"];
         let cpus = 4u32;
         let mut totals = Totals::new(1);
@@ -466,6 +499,12 @@ mod tests {
             stalls: &stalls,
             takeovers: &takeovers,
             probe_cpu_seconds: 1.0,
+            guard: Some(&GuardState {
+                budget_cpus: 0.04,
+                cost_cpus: 0.05,
+                steps: Step::ALL.to_vec(),
+                down: vec![Step::Syscalls],
+            }),
             flight: FlightCounts::default(),
         });
         let of = |container: &str| {

@@ -139,11 +139,12 @@ impl Node {
             stalls: &self.watch.totals,
             takeovers: self.analysis.takeovers_by_cpu(),
             probe_cpu_seconds,
+            guard: self.analysis.kernel().and_then(|k| k.cost_guard.as_deref()),
             flight,
         })
     }
 
-    /// BPF programs' run time so far (0 unless the kernel counts it).
+    /// BPF programs' run time so far, by their own timing.
     pub fn bpf_run_time_ns(&self) -> u64 {
         self.analysis
             .kernel()

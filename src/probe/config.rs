@@ -59,6 +59,11 @@ pub struct ProbeConfig {
     pub features: KernelFeatures,
     /// Where steal is read (choose_steal_source; tests force the run queue's on a KVM guest).
     pub steal: StealSource,
+    /// The share of the node stalltop may use (`--max-cpu`), when a cost
+    /// guard runs: it may step the session down while it runs, so an exact
+    /// session also loads the sampled-call code, off until the guard takes
+    /// the syscall hooks off.
+    pub cost_guard: Option<f64>,
 }
 
 impl ProbeConfig {
@@ -76,6 +81,18 @@ impl ProbeConfig {
             && self.sample_hz > 0
             && self.features.softirq_pending_from_rq.is_some()
             && !self.features.preempt_rt
+    }
+
+    /// Whether the sampled-call code loads: in sampled mode, and in exact
+    /// mode under a cost guard, which may step the hooks down to it. Both
+    /// need the sampler.
+    pub fn sampled_calls_loaded(&self) -> bool {
+        self.sample_hz > 0
+            && match self.syscalls {
+                SyscallMode::Sampled => true,
+                SyscallMode::Exact => self.cost_guard.is_some(),
+                SyscallMode::Off => false,
+            }
     }
 }
 
@@ -97,6 +114,7 @@ mod tests {
             syscalls,
             cgroup_v1_cpu: false,
             ksoftirqd: Vec::new(),
+            cost_guard: None,
             features,
             steal: StealSource::None,
         }

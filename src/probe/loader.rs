@@ -7,7 +7,7 @@
 //! decided last, on what attached.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::Instant;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -61,7 +61,10 @@ impl Default for ObjectStorage {
 /// One loaded and attached family.
 pub struct Instance<'obj> {
     /// Declared first so the links drop (detach) before the programs.
-    _links: Vec<Link>,
+    pub(super) links: Vec<Link>,
+    /// The sampler's perf events (duplicates of the ones its links own),
+    /// for changing their period while they run.
+    pub(super) perf_events: Vec<OwnedFd>,
     pub skel: StalltopSkel<'obj>,
     pub family: ProbeFamily,
 }
@@ -75,11 +78,17 @@ pub struct Loaded<'obj> {
     pub probes: Vec<ProbeLoad>,
     /// Families and optional parts that did not come up, for the user.
     pub warnings: Vec<String>,
-    /// How syscalls are watched, given what loaded.
+    /// How syscalls are watched, given what loaded (and the cost guard's
+    /// syscalls step).
     pub syscalls: SyscallMode,
     /// How softirq run time and delays are timed, given what attached.
     pub softirq_time: SoftirqTime,
     pub softirq_delay: SoftirqDelay,
+    /// The sampler's rate as loaded (its step halves it).
+    pub sample_hz: u32,
+    /// An exact session with the sampled-call code loaded too: the cost
+    /// guard may take its hooks off.
+    pub exact_steps_to_sampled: bool,
 }
 
 impl<'obj> Loaded<'obj> {
@@ -180,6 +189,9 @@ fn load_attach<'obj>(
         syscalls: SyscallMode::Off,
         softirq_time: SoftirqTime::Off,
         softirq_delay: SoftirqDelay::Off,
+        sample_hz: config.sample_hz,
+        exact_steps_to_sampled: config.syscalls == SyscallMode::Exact
+            && config.sampled_calls_loaded(),
     };
     if let Some(why) = config.features.runq_from_wakeup_because() {
         loaded.warnings.push(format!(
@@ -293,7 +305,7 @@ fn time_softirqs(config: &ProbeConfig, loaded: &mut Loaded<'_>) {
         .attach();
     match raise {
         Ok(link) => {
-            softirq._links.push(link);
+            softirq.links.push(link);
             loaded.softirq_delay = SoftirqDelay::Exact;
         }
         Err(e) => loaded.warnings.push(format!(
@@ -380,14 +392,21 @@ fn configure(
     rodata.softirq_pending_from_rq = config.features.softirq_pending_from_rq.unwrap_or(0);
     rodata.hardirq_threshold_ns = config.hardirq_threshold_ns;
     rodata.syscalls_hooked = u8::from(syscalls_hooked);
-    rodata.syscalls_sampled =
-        u8::from(config.syscalls == SyscallMode::Sampled && config.sample_hz > 0);
-    rodata.sample_period_ns = 1_000_000_000 / u64::from(config.sample_hz.max(1));
+    rodata.syscalls_sampled = u8::from(config.sampled_calls_loaded());
     rodata.thread_size = KERNEL_STACK_SIZE;
     rodata.syscall_wall_threshold_ns = config.syscall_wall_threshold_ns;
     rodata.syscall_oncpu_threshold_ns = config.syscall_oncpu_threshold_ns;
     rodata.syscall_arg = syscall_table::file_arg_table();
     rodata.record_rate = config.record_rate;
+    let data = open
+        .maps
+        .data_data
+        .as_deref_mut()
+        .expect("the BPF object has knobs user space turns while it runs, so a .data map");
+    data.sample_period_ns = sample_period_ns(config.sample_hz);
+    // An exact session under a cost guard follows sampled calls only once
+    // the guard takes the hooks off.
+    data.sampling_calls_now = u8::from(config.syscalls == SyscallMode::Sampled);
 
     let maps = &mut open.maps;
     let cpus = libbpf_rs::num_possible_cpus().unwrap_or(1);
@@ -403,13 +422,18 @@ fn configure(
         maps.syscalls.set_max_entries(1)?;
         maps.path_bufs.set_max_entries(1)?;
     }
-    if config.syscalls != SyscallMode::Sampled {
+    if !config.sampled_calls_loaded() {
         maps.sampled_files.set_max_entries(1)?;
     }
     if prealloc::hashes_preallocated(&config.features) {
         preallocate_hashes(open, cpus as u32)?;
     }
     Ok(())
+}
+
+/// The sampler's period at `hz` ticks a second.
+pub fn sample_period_ns(hz: u32) -> u64 {
+    1_000_000_000 / u64::from(hz.max(1))
 }
 
 /// Make every hash map that would allocate on insert a preallocated one,
@@ -492,33 +516,43 @@ fn bytes_of<T: plain::Plain>(value: &T) -> &[u8] {
     unsafe { plain::as_bytes(value) }
 }
 
-/// Attach the loaded programs of one family (softirq_raise waits for
-/// `time_softirqs`). A sampler that cannot open its perf events on every
-/// online CPU did not load: nothing it would measure is there.
+/// Attach the loaded programs of one family. A sampler that cannot open
+/// its perf events on every online CPU did not load: nothing it would
+/// measure is there.
 fn attach_family(
     skel: StalltopSkel<'_>,
     family: ProbeFamily,
     sample_hz: u32,
 ) -> Result<Instance<'_>, String> {
-    let mut links = Vec::new();
-    for prog in skel.object().progs_mut() {
-        if !prog.autoload() || prog.name() == SET_KSOFTIRQD || is_softirq_raise(prog.name()) {
-            continue;
-        }
-        if family == ProbeFamily::Sampler {
-            links.append(&mut sampler::attach(&prog, sample_hz)?);
-            continue;
-        }
-        let link = prog
-            .attach()
-            .map_err(|e| format!("attaching {}: {e}", prog.name().to_string_lossy()))?;
-        links.push(link);
-    }
-    Ok(Instance {
-        _links: links,
+    let mut instance = Instance {
+        links: Vec::new(),
+        perf_events: Vec::new(),
         skel,
         family,
-    })
+    };
+    if family != ProbeFamily::Sampler {
+        instance.links = attach_programs(&instance.skel)?;
+        return Ok(instance);
+    }
+    for prog in instance.skel.object().progs_mut().filter(|p| p.autoload()) {
+        let attached = sampler::attach(&prog, sample_hz)?;
+        instance.links.extend(attached.links);
+        instance.perf_events.extend(attached.events);
+    }
+    Ok(instance)
+}
+
+/// Attach every loaded program of a tracepoint family (the sampler's go
+/// to perf events instead; softirq_raise waits for `time_softirqs`).
+pub(super) fn attach_programs(skel: &StalltopSkel<'_>) -> Result<Vec<Link>, String> {
+    skel.object()
+        .progs_mut()
+        .filter(|p| p.autoload() && p.name() != SET_KSOFTIRQD && !is_softirq_raise(p.name()))
+        .map(|prog| {
+            prog.attach()
+                .map_err(|e| format!("attaching {}: {e}", prog.name().to_string_lossy()))
+        })
+        .collect()
 }
 
 /// Each loaded program's name and the instructions the verifier went

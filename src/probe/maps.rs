@@ -48,8 +48,9 @@ pub fn snapshot(loaded: &Loaded<'_>, ts_ns: u64) -> KernelSnapshot {
         },
         counters: read_counters(skel),
         programs: read_probe_costs(skel),
-        // The live source fills it from its pruning pass.
+        // The live source fills these: its pruning pass, its cost guard.
         removed_cgroups: Vec::new(),
+        cost_guard: None,
     }
 }
 
@@ -75,7 +76,7 @@ pub fn prune_cgroups(loaded: &Loaded<'_>, dead: &dyn Fn(u64) -> bool) -> usize {
     if loaded.syscalls != SyscallMode::Off {
         deleted += delete_where(&skel.maps.syscalls, &syscall);
     }
-    if loaded.syscalls == SyscallMode::Sampled {
+    if loaded.syscalls == SyscallMode::Sampled || loaded.exact_steps_to_sampled {
         deleted += delete_where(&skel.maps.sampled_files, &file);
     }
     deleted

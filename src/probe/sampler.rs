@@ -1,27 +1,57 @@
 //! The CPU X-ray sampler: one cpu-clock perf event per online CPU, each
-//! running the `btf_cpu_sample` or `raw_cpu_sample` program.
+//! running the `btf_cpu_sample` or `raw_cpu_sample` program; its period can
+//! change while it runs.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::{Link, ProgramMut};
+use rustix::ioctl::{self, opcode, Setter};
+
+/// `PERF_EVENT_IOC_PERIOD` (linux/perf_event.h): a new sample period for a
+/// running event, from its next overflow.
+const PERF_EVENT_IOC_PERIOD: ioctl::Opcode = opcode::write::<u64>(b'$', 4);
+
+/// A sampler attached on every online CPU.
+pub struct Attached {
+    pub links: Vec<Link>,
+    /// Duplicates of the perf events the links own, for `set_period`.
+    pub events: Vec<OwnedFd>,
+}
 
 /// Open a cpu-clock event on every online CPU and attach `prog` to each.
 /// Fails as a whole: a partial sampler would report false irqs-off gaps.
-pub fn attach(prog: &ProgramMut<'_>, hz: u32) -> Result<Vec<Link>, String> {
-    let period_ns = 1_000_000_000 / u64::from(hz.max(1));
-    let mut links = Vec::new();
+pub fn attach(prog: &ProgramMut<'_>, hz: u32) -> Result<Attached, String> {
+    let period_ns = super::loader::sample_period_ns(hz);
+    let mut attached = Attached {
+        links: Vec::new(),
+        events: Vec::new(),
+    };
     for cpu in crate::cpulist::CpuList::online()?.iter() {
         let fd = open_cpu_clock(cpu, period_ns)
             .map_err(|e| format!("perf_event_open(cpu-clock, cpu {cpu}): {e}"))?;
+        let kept = fd
+            .try_clone()
+            .map_err(|e| format!("dup of the cpu {cpu} perf event: {e}"))?;
         // libbpf's perf link takes the event fd over and closes it on detach.
         let link = prog
             .attach_perf_event(fd.as_raw_fd())
             .map_err(|e| format!("attaching to the cpu {cpu} perf event: {e}"))?;
         std::mem::forget(fd);
-        links.push(link);
+        attached.links.push(link);
+        attached.events.push(kept);
     }
-    Ok(links)
+    Ok(attached)
+}
+
+/// Give every event a new sample period.
+pub fn set_period(events: &[OwnedFd], period_ns: u64) -> std::io::Result<()> {
+    for event in events {
+        // SAFETY: PERF_EVENT_IOC_PERIOD takes a pointer to a u64, which
+        // Setter passes; `event` is a perf event fd we hold.
+        unsafe { ioctl::ioctl(event, Setter::<PERF_EVENT_IOC_PERIOD, u64>::new(period_ns)) }?;
+    }
+    Ok(())
 }
 
 fn open_cpu_clock(cpu: u32, period_ns: u64) -> std::io::Result<OwnedFd> {

@@ -9,7 +9,7 @@ use libbpf_rs::{RingBuffer, RingBufferBuilder};
 
 use super::loader::{self, Loaded, ObjectStorage, ProbeConfig};
 use super::{maps, ProbeError};
-use crate::modes::{Attach, SoftirqDelay, SoftirqTime, SyscallMode};
+use crate::modes::{Attach, SoftirqDelay, SoftirqTime, Step, SyscallMode};
 use crate::stream::{KernelSnapshot, ProbeLoad};
 
 /// What loaded, for headers and the UI.
@@ -94,6 +94,16 @@ impl<'obj> Session<'obj> {
 
     pub fn snapshot(&self, ts_ns: u64) -> KernelSnapshot {
         maps::snapshot(&self.loaded, ts_ns)
+    }
+
+    /// See `Loaded::steps`.
+    pub fn steps(&self) -> Vec<Step> {
+        self.loaded.steps()
+    }
+
+    /// See `Loaded::step`.
+    pub fn step(&mut self, step: Step, down: bool) -> Result<(), String> {
+        self.loaded.step(step, down)
     }
 
     /// See `maps::prune_cgroups`.

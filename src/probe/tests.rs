@@ -15,6 +15,7 @@ mod sampled;
 mod sched;
 mod softirq;
 mod steal;
+mod steps;
 mod syscall_hooks;
 
 use std::sync::Mutex;
@@ -59,6 +60,7 @@ pub(super) fn config(attach: AttachMode) -> ProbeConfig {
             &KernelFeatures::detect(),
             crate::vm::steal_accounted(),
         ),
+        cost_guard: None,
     }
 }
 

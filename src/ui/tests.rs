@@ -208,14 +208,9 @@ fn detail_popup_of_a_worst_wait() {
     insta::assert_snapshot!(s);
 }
 
-#[test]
-fn header_with_warnings_and_lost_events() {
-    let header = crate::stream::Header {
-        warnings: vec![
-            "CPU X-ray sampler is off: perf_event_open: No such file or directory".into(),
-        ],
-        ..fixtures::header(4)
-    };
+/// A live view of the busy node, 120x30, whose last snapshot is `last`,
+/// a second after it.
+fn busy_app_ending_with(header: crate::stream::Header, last: crate::stream::Entry) -> App {
     let mut app = App::live(header, Duration::from_secs(1));
     app.update(Msg::Resize {
         width: 120,
@@ -224,10 +219,43 @@ fn header_with_warnings_and_lost_events() {
     for entry in fixtures::busy_entries() {
         app.update(Msg::Entry(Box::new(entry)));
     }
-    app.update(Msg::Entry(Box::new(fixtures::lossy_kernel(11 * S))));
+    app.update(Msg::Entry(Box::new(last)));
     app.update(Msg::Tick {
         now_ns: START + 12 * S,
     });
+    app
+}
+
+#[test]
+fn header_over_budget_names_the_steps_down() {
+    let app = busy_app_ending_with(fixtures::header(4), fixtures::over_budget_kernel(11 * S));
+    let terminal = draw(&app);
+    let s = terminal.backend().to_string();
+    assert_shows(
+        &s,
+        &["OVER BUDGET 2.5%/2.0%: exact syscalls sampled, stacks off"],
+    );
+    let (y, line) = s
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("OVER BUDGET"))
+        .expect("on screen");
+    let x = line[..line.find("OVER BUDGET").unwrap()].chars().count() - 1;
+    assert_eq!(
+        terminal.backend().buffer()[(x as u16, y as u16)].fg,
+        Color::Yellow
+    );
+}
+
+#[test]
+fn header_with_warnings_and_lost_events() {
+    let header = crate::stream::Header {
+        warnings: vec![
+            "CPU X-ray sampler is off: perf_event_open: No such file or directory".into(),
+        ],
+        ..fixtures::header(4)
+    };
+    let app = busy_app_ending_with(header, fixtures::lossy_kernel(11 * S));
     let terminal = draw(&app);
     let s = terminal.backend().to_string();
     assert_shows(

@@ -49,7 +49,7 @@ const FAULT_SLEEP: Duration = Duration::from_millis(60);
 /// and CPU time. With `sleep`, it sleeps that long halfway (see
 /// `page_supplied_late`).
 /// (tid, wall ns, CPU ns, ns it waited runnable for a CPU) of one read.
-fn long_read(sleep: Option<Duration>) -> (u32, u64, u64, u64) {
+pub(super) fn long_read(sleep: Option<Duration>) -> (u32, u64, u64, u64) {
     std::thread::spawn(move || {
         pin_to(1);
         let mut buf = vec![1u8; READ_BYTES]; // touched: no page faults inside the call

@@ -55,7 +55,9 @@ fn net_rx_runs_on_cpu_1() -> u64 {
 
 /// What the probes saw of a loopback stream on CPU 1: the kernel's count of NET_RX runs there,
 /// the probes' NET_RX row of CPU 1, and their snapshot (`snapshot` takes one).
-fn stream_seen(snapshot: impl Fn() -> KernelSnapshot) -> (u64, SoftirqStats, KernelSnapshot) {
+pub(super) fn stream_seen(
+    snapshot: impl Fn() -> KernelSnapshot,
+) -> (u64, SoftirqStats, KernelSnapshot) {
     let runs_before = net_rx_runs_on_cpu_1();
     loopback_stream_on_cpu_1(Duration::from_millis(400));
     let snapshot = snapshot();
@@ -123,7 +125,7 @@ fn assert_runs_timed(runs: u64, net_rx: &SoftirqStats, snapshot: &KernelSnapshot
 
 /// Delays timed from the raise: nearly every run has one (only runs raised before the probes
 /// attached do not).
-fn assert_delays_from_raises(net_rx: &SoftirqStats) {
+pub(super) fn assert_delays_from_raises(net_rx: &SoftirqStats) {
     assert!(
         net_rx.delay.count() * 10 >= net_rx.count * 9,
         "NET_RX on CPU 1: {} of {} runs have a delay timed (no raise program?)",
