@@ -84,6 +84,30 @@ fn left_behind(before: &BTreeSet<u64>) -> Vec<u64> {
     }
 }
 
+/// Waits until `child` (its stderr piped) says it records, so what it attached is checked
+/// after the verifier is done, however long loading takes on a busy machine. The rest of its
+/// stderr is read on (it must not write into a closed pipe) and returned, with the start, by
+/// the handle.
+fn until_recording(child: &mut std::process::Child) -> thread::JoinHandle<String> {
+    use std::io::{BufRead, BufReader};
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr piped")).lines();
+    let mut said = String::new();
+    for line in lines.by_ref().map_while(Result::ok) {
+        said.push_str(&line);
+        said.push('\n');
+        if line.starts_with("stalltop: recording to") {
+            return thread::spawn(move || {
+                for line in lines.map_while(Result::ok) {
+                    said.push_str(&line);
+                    said.push('\n');
+                }
+                said
+            });
+        }
+    }
+    panic!("stalltop ended before it recorded: {said}");
+}
+
 fn report_json(path: &Path) -> serde_json::Value {
     let out = stalltop(&["report", path.to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "report: {}", text(&out.stderr));
@@ -204,21 +228,23 @@ fn record_until_sigterm_writes_a_private_readable_file_and_detaches() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("term.stl");
     let before = stalltop_program_ids();
-    let child = Command::new(STALLTOP)
+    let mut child = Command::new(STALLTOP)
         .args(["record", "-o", file.to_str().unwrap()])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    thread::sleep(Duration::from_millis(2500));
+    let stderr = until_recording(&mut child);
     assert!(
         stalltop_program_ids().len() > before.len(),
-        "not attached after 2.5 s"
+        "not attached once recording"
     );
+    thread::sleep(Duration::from_millis(2500));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("wrote"));
+    let status = child.wait().unwrap();
+    let said = stderr.join().unwrap();
+    assert!(status.success(), "{said}");
+    assert!(said.contains("wrote"), "{said}");
     assert_eq!(left_behind(&before), Vec::<u64>::new());
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
@@ -246,13 +272,15 @@ fn sigkill_loses_at_most_the_last_chunk() {
     let before = stalltop_program_ids();
     let mut child = Command::new(STALLTOP)
         .args(["record", "-o", file.to_str().unwrap()])
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Chunks are flushed every second: after 3.5 s at least two are on disk.
+    let stderr = until_recording(&mut child);
+    // Chunks are flushed every second: 3.5 s into the recording at least two are on disk.
     thread::sleep(Duration::from_millis(3500));
     child.kill().unwrap();
     child.wait().unwrap();
+    stderr.join().unwrap();
     // The kernel detaches a killed process's programs once its fds close.
     assert_eq!(left_behind(&before), Vec::<u64>::new());
     let report = report_json(&file);
@@ -326,10 +354,10 @@ fn no_syscalls_leaves_the_syscall_hooks_out() {
             "3s",
             "--no-syscalls",
         ])
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    thread::sleep(Duration::from_millis(1500));
+    let stderr = until_recording(&mut child);
     let out = Command::new("bpftool")
         .args(["prog", "show", "-j"])
         .output()
@@ -344,7 +372,11 @@ fn no_syscalls_leaves_the_syscall_hooks_out() {
         .collect();
     assert!(ours.iter().any(|n| n.ends_with("sched_switch")), "{ours:?}");
     assert!(!ours.iter().any(|n| n.contains("sys_e")), "{ours:?}");
-    assert!(child.wait().unwrap().success());
+    assert!(
+        child.wait().unwrap().success(),
+        "{}",
+        stderr.join().unwrap()
+    );
     let report = report_json(&file);
     assert_eq!(report["syscalls"].as_array().unwrap().len(), 0);
     assert!(!report["runq"].as_array().unwrap().is_empty(), "{report}");
