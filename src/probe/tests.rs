@@ -429,12 +429,10 @@ pub(super) fn thread_cpu_ns() -> u64 {
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
-/// Each CPU's state as the probes hold it.
-pub(super) fn cpu_states(loaded: &loader::Loaded<'_>) -> Vec<skel::types::cpu_state> {
+/// Each CPU's state as the probes of `skel` hold it.
+pub(super) fn cpu_states(skel: &skel::StalltopSkel<'_>) -> Vec<skel::types::cpu_state> {
     use libbpf_rs::{MapCore, MapFlags};
-    loaded
-        .maps()
-        .maps
+    skel.maps
         .cpus
         .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         .expect("the cpus map")

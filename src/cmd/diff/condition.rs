@@ -9,7 +9,7 @@ use evalexpr::{
     DefaultNumericTypes, EvalexprError, Function, HashMapContext, Node, Value,
 };
 
-use crate::model::diff::Diff;
+use crate::model::diff::{Diff, Waits};
 
 type Context = HashMapContext<DefaultNumericTypes>;
 
@@ -109,45 +109,32 @@ fn stalls(d: &Diff, kind: &str, after: bool) -> Result<f64, String> {
 
 /// The waits of the containers named `name`, summed, in B (or A).
 fn wait_ns(d: &Diff, name: &str, after: bool) -> Result<f64, String> {
-    Ok(named(d, name)?
-        .iter()
-        .filter_map(|c| {
-            if after {
-                c.after.as_ref()
-            } else {
-                c.before.as_ref()
-            }
-        })
-        .map(|w| w.total_ns as f64)
-        .sum())
+    Ok(waits(d, name, after)?.map(|w| w.total_ns as f64).sum())
 }
 
 fn rate(d: &Diff, name: &str, after: bool) -> Result<f64, String> {
-    Ok(named(d, name)?
-        .iter()
-        .filter_map(|c| {
-            if after {
-                c.after.as_ref()
-            } else {
-                c.before.as_ref()
-            }
-        })
-        .map(|w| w.ns_per_s)
-        .sum())
+    Ok(waits(d, name, after)?.map(|w| w.ns_per_s).sum())
 }
 
 fn p99_ns(d: &Diff, name: &str, after: bool) -> Result<f64, String> {
-    Ok(named(d, name)?
-        .iter()
-        .filter_map(|c| {
-            if after {
-                c.after.as_ref()
-            } else {
-                c.before.as_ref()
-            }
-        })
+    Ok(waits(d, name, after)?
         .map(|w| w.p99_ns as f64)
         .fold(0.0, f64::max))
+}
+
+/// The waits in B (or A) of the containers named `name` that waited there.
+fn waits<'d>(
+    d: &'d Diff,
+    name: &str,
+    after: bool,
+) -> Result<impl Iterator<Item = &'d Waits> + 'd, String> {
+    Ok(named(d, name)?.into_iter().filter_map(move |c| {
+        if after {
+            c.after.as_ref()
+        } else {
+            c.before.as_ref()
+        }
+    }))
 }
 
 /// An empty diff names nothing, and that is no error: the check at parse

@@ -156,14 +156,7 @@ fn raw_tp_softirq_handlers_time_the_delay_and_hold_the_interrupted_tasks_share()
 
     // Its run time is held for this thread, which it interrupted, in the CPU's state until the
     // thread leaves the CPU or a sampler tick (neither is attached here) settles it.
-    let per_cpu = skel
-        .maps
-        .cpus
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .unwrap()
-        .unwrap();
-    let mut cpu = types::cpu_state::default();
-    plain::copy_from_bytes(&mut cpu, &per_cpu[0]).unwrap();
+    let cpu = super::cpu_states(&skel)[0];
     assert_eq!(cpu.stolen_vectors, 1 << NET_RX);
     assert_eq!(cpu.stolen_runs[NET_RX as usize], 1);
     assert_eq!(cpu.stolen_ns[NET_RX as usize], stats.run_total_ns);

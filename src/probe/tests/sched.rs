@@ -266,7 +266,7 @@ fn raw_tp_probes_blame_a_cpu_quota_not_the_bystander() {
 /// Each CPU's ksoftirqd thread and whether its state is live, as the
 /// probes hold them.
 fn ksoftirqd_in_cpu_states(loaded: &loader::Loaded<'_>) -> Vec<(u32, bool)> {
-    cpu_states(loaded)
+    cpu_states(loaded.maps())
         .iter()
         .map(|state| (state.ksoftirqd_tid, state.current_since != 0))
         .collect()

@@ -14,7 +14,7 @@ const TOLERANCE_NS: u64 = 40_000_000;
 
 /// Each CPU's steal time as the sampler last read it.
 fn sampler_steal_ns(loaded: &loader::Loaded<'_>) -> Vec<u64> {
-    cpu_states(loaded)
+    cpu_states(loaded.maps())
         .iter()
         .map(|state| state.last_tick_steal)
         .collect()
@@ -139,14 +139,7 @@ fn raw_tp_a_switch_from_idle_restarts_the_steal_clock_of_the_next_gap() {
         ..Default::default()
     })
     .unwrap();
-    let per_cpu = skel
-        .maps
-        .cpus
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .unwrap()
-        .unwrap();
-    let mut state = skel::types::cpu_state::default();
-    plain::copy_from_bytes(&mut state, &per_cpu[CPU]).unwrap();
+    let state = cpu_states(&skel)[CPU];
     let kernel = proc_stat_steal_ns()
         .into_iter()
         .find(|&(cpu, _)| cpu == CPU)
