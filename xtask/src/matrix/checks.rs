@@ -96,7 +96,7 @@ fn settings(report: &Report, expected: &Expected, failures: &mut Vec<String>) {
             settings.softirq_time
         ));
     }
-    let softirq_delay = if expected.mode.syscalls.name != "exact" && !expected.preempt_rt {
+    let softirq_delay = if expected.mode.syscalls.softirq_delay_by_ticks && !expected.preempt_rt {
         "sampled"
     } else {
         "exact"

@@ -32,6 +32,9 @@ pub struct SyscallMode {
     pub watches_syscalls: bool,
     /// Whether its syscall rows have per-call percentiles (hooked calls).
     pub percentiles: bool,
+    /// Whether it starts softirq delays at sampler ticks (a cheap mode) rather than from a
+    /// program on every raise; PREEMPT_RT kernels always use the program.
+    pub softirq_delay_by_ticks: bool,
 }
 
 pub const SYSCALL_MODES: &[SyscallMode] = &[
@@ -40,18 +43,21 @@ pub const SYSCALL_MODES: &[SyscallMode] = &[
         args: &["--syscalls", "sampled"],
         watches_syscalls: true,
         percentiles: false,
+        softirq_delay_by_ticks: true,
     },
     SyscallMode {
         name: "exact",
         args: &["--syscalls", "exact"],
         watches_syscalls: true,
         percentiles: true,
+        softirq_delay_by_ticks: false,
     },
     SyscallMode {
         name: "off",
         args: &["--syscalls", "off"],
         watches_syscalls: false,
         percentiles: false,
+        softirq_delay_by_ticks: true,
     },
 ];
 
