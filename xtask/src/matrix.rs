@@ -1,5 +1,5 @@
-//! `cargo xtask kernel-matrix`: boots Debian's stock kernels under QEMU, one after the other,
-//! and in each runs the probe tests and the static `stalltop record` + `report --json` in every
+//! `cargo xtask kernel-matrix`: boots Debian's stock kernels under QEMU, two at a time, and in
+//! each runs the probe tests and the static `stalltop record` + `report --json` in every
 //! mode over a small load; checks what came back; `--write-docs` writes docs/kernels.md from it.
 
 mod binaries;
@@ -15,8 +15,11 @@ mod modes;
 mod qemu;
 mod report;
 
+use std::collections::VecDeque;
 use std::fs;
 use std::path::Path;
+use std::sync::Mutex;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -48,6 +51,9 @@ const BOOT_ALLOWANCE: Duration = Duration::from_secs(90);
 /// A guest silent on both serial ports this long froze whole (its script's heartbeat comes every
 /// `guest_script::HEARTBEAT`; seen: a guest silent from right after boot until its limit).
 const SILENCE_LIMIT: Duration = Duration::from_secs(120);
+/// Guests booted at once. Each emulates its CPUs on one host thread (`qemu::run`), so two
+/// share this machine kind's 2 CPUs without slowing each other.
+const GUESTS_AT_ONCE: usize = 2;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -116,10 +122,7 @@ pub fn main(args: &Args) -> Result<()> {
     initramfs::write(&entries, &initramfs)?;
 
     let started = Instant::now();
-    let mut runs = Vec::new();
-    for kernel in kernels {
-        runs.push(run_guest(kernel, &plan, &initramfs, &workdir)?);
-    }
+    let runs = run_guests(kernels, &plan, &initramfs, &workdir)?;
     let total = started.elapsed();
     print_summary(&runs, total);
 
@@ -153,6 +156,37 @@ fn tree_commit() -> Result<String> {
         ],
     )?;
     Ok(commit.trim().to_string())
+}
+
+/// Runs a guest of each kernel, GUESTS_AT_ONCE at a time; their results in the kernels' order.
+fn run_guests(
+    kernels: Vec<Kernel>,
+    plan: &Plan,
+    initramfs: &Path,
+    workdir: &Path,
+) -> Result<Vec<GuestRun>> {
+    let queue = Mutex::new(kernels.into_iter().enumerate().collect::<VecDeque<_>>());
+    let next = || queue.lock().expect("no guest thread panics").pop_front();
+    let per_thread = thread::scope(|scope| {
+        let threads: Vec<_> = (0..GUESTS_AT_ONCE)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut runs = Vec::new();
+                    while let Some((index, kernel)) = next() {
+                        runs.push((index, run_guest(kernel, plan, initramfs, workdir)?));
+                    }
+                    anyhow::Ok(runs)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|thread| thread.join().expect("a guest thread panicked"))
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let mut runs: Vec<(usize, GuestRun)> = per_thread.into_iter().flatten().collect();
+    runs.sort_by_key(|(index, _)| *index);
+    Ok(runs.into_iter().map(|(_, run)| run).collect())
 }
 
 /// Boots after an emulator fault before a guest's failures count. Emulated (TCG) guests of the
