@@ -2,7 +2,8 @@
 /*
  * CPU X-ray: a cpu-clock perf event on every CPU. Each tick costs a few
  * loads; a stack is taken only when it can explain something (a softirq
- * waiting on this CPU, a task long inside a syscall), and a
+ * waiting on this CPU, a task waiting on its run queue behind the running
+ * one, a task long inside a syscall), and a
  * gap between ticks far beyond the period, less the time the host took
  * the vCPU meanwhile (steal), is reported as irqs-off: at once where the
  * steal is known at once, else once the run queue's steal has caught up
@@ -24,8 +25,43 @@ volatile __u8 stacks_off = 0;
 /* Keep stacks once something has waited (or a call run) this long. */
 const volatile __u64 sample_after_ns = 1000 * 1000;
 
-static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *call, __u32 tid,
-					    __u64 now)
+/* Stacks kept per wait behind one holder's stretch on the CPU. */
+#define RUNQ_SAMPLES_MAX 4
+
+/* Whether this tick keeps the running task's stacks for a task waiting on
+ * this CPU's run queue behind it. One read per tick: the run queue's
+ * nr_running, the running task included. A wait is seen from the first
+ * tick that finds a waiter while the same task runs (a lower bound: it
+ * may have waited before); a switch starts another. Stacks are kept once
+ * it is sample_after_ns old, at its 2nd, 4th, 8th... tick, at most
+ * RUNQ_SAMPLES_MAX: a long wait is seen throughout, two tasks taking
+ * turns do not flood. */
+static __always_inline bool runq_sample_due(bool btf, struct cpu_state *cs, __u32 tid, __u64 now)
+{
+	__u64 rq = tid ? this_rq_addr(btf, cs) : 0;
+	__u32 ticks;
+
+	if (!rq || BPF_CORE_READ((struct rq *)rq, nr_running) < 2) {
+		cs->runq_waiter_seen = 0;
+		return false;
+	}
+	if (!cs->runq_waiter_seen || cs->runq_holder_since != cs->current_since) {
+		cs->runq_waiter_seen = now;
+		cs->runq_holder_since = cs->current_since;
+		cs->runq_ticks = 1;
+		cs->runq_samples = 0;
+		return false;
+	}
+	ticks = ++cs->runq_ticks;
+	if (now - cs->runq_waiter_seen < sample_after_ns || cs->runq_samples >= RUNQ_SAMPLES_MAX ||
+	    (ticks & (ticks - 1)))
+		return false;
+	cs->runq_samples++;
+	return true;
+}
+
+static __always_inline __u32 sample_reasons(bool btf, struct cpu_state *cs, struct call *call,
+					    __u32 tid, __u64 now)
 {
 	__u32 why = 0;
 	int vec;
@@ -42,6 +78,8 @@ static __always_inline __u32 sample_reasons(struct cpu_state *cs, struct call *c
 		why |= SAMPLE_WHY_SYSCALL;
 	if (sampled_stack_due(cs, tid, sample_after_ns))
 		why |= SAMPLE_WHY_SYSCALL;
+	if (runq_sample_due(btf, cs, tid, now))
+		why |= SAMPLE_WHY_RUNQ;
 	return why;
 }
 
@@ -96,7 +134,7 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	struct cpu_state *cs = this_cpu();
 	struct call *call;
 	struct sample_event *e;
-	__u64 now, gap, gap_steal, steal, steal_before, since, pid_tgid;
+	__u64 now, gap, gap_steal, steal, steal_before, since, oncpu, pid_tgid;
 	__u32 tid, why;
 	__s32 syscall;
 	bool gap_waits = false;
@@ -119,7 +157,7 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	if (sampling_calls())
 		/* Kernel addresses are the upper half on 64-bit machines. */
 		sampled_call_tick(btf, cs, tid, (long)PT_REGS_IP(&ctx->regs) < 0, now);
-	why = sample_reasons(cs, call, tid, now);
+	why = sample_reasons(btf, cs, call, tid, now);
 	/* Only the time the guest itself lost counts: a vCPU the host did
 	 * not run had its interrupts on. */
 	if (gap - gap_steal >= stall_threshold_ns) {
@@ -130,7 +168,7 @@ static __always_inline int on_sample(bool btf, struct bpf_perf_event_data *ctx)
 	}
 	if (!why && !gap_waits)
 		return 0;
-	syscall = call ? call->nr : sampled_syscall_of(cs, tid, &since);
+	syscall = call ? call->nr : sampled_syscall_of(cs, tid, now, &since, &oncpu);
 	if (gap_waits)
 		gap_hold(btf, ctx, cs, now, gap, steal_before, steal, syscall);
 	if (!why)

@@ -192,6 +192,20 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_sta
 	record_submit(e);
 }
 
+/* Whether a holder that held the CPU `held` ns of a wait here since
+ * `here_since` did so mostly inside its call, in since `call_since` with
+ * `call_oncpu` ns on a CPU: throughout if it entered the call before the
+ * wait, else for at most the call's time on a CPU. Without a known `held`
+ * (the task leaving now, no slice remembered), only a call it was in
+ * before the wait counts. */
+static __always_inline bool held_in_call(__u64 held, __u64 here_since, __u64 call_since,
+					 __u64 call_oncpu)
+{
+	if (call_since && call_since <= here_since)
+		return true;
+	return held && call_oncpu * 2 >= held;
+}
+
 /* `next` ran after waiting `wait` ns (at least PREEMPT_WAIT_MIN_NS), on
  * this CPU since `here_since` (earlier on others if `cw`): charge the
  * episode to the task that held a CPU longest meanwhile and report the
@@ -214,7 +228,7 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	int i = held ? slice_of(cpu, holder_tid(found)) : -1;
 	struct task_ref holder = {};
 	__s32 held_syscall = -1;
-	__u64 held_since = 0;
+	__u64 held_since = 0, held_oncpu = 0;
 	__u32 kthread;
 
 	cs->wait_throttle.cgroup = 0;
@@ -246,19 +260,19 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
 	if (wait < (next_is_ksoftirqd ? stall_threshold_ns : runq_threshold_ns))
 		return;
-	/* The syscall the holder was in: from its state (hooked syscalls); or
-	 * the call the sampler found it in, else, for the task leaving now,
-	 * from its saved registers (sampled). */
+	/* The syscall the holder was in: from its state (hooked syscalls), or
+	 * the call the sampler found it in (sampled); named only if the
+	 * holder held the CPU inside it (held_in_call), not for a call it
+	 * blocked in as it left. */
 	if (holder.tid == prev_tid && ps && call_followed(&ps->call)) {
 		held_syscall = ps->call.nr;
 		held_since = ps->call.enter_ts;
+		held_oncpu = ps->call.oncpu_ns;
 	} else if (sampling_calls() && holder.tid) {
-		__u64 arg0, arg1;
-
-		held_syscall = sampled_syscall_of(cs, holder.tid, &held_since);
-		if (held_syscall < 0 && holder.tid == prev_tid)
-			held_syscall = syscall_in_progress(btf, prev, &arg0, &arg1);
+		held_syscall = sampled_syscall_of(cs, holder.tid, now, &held_since, &held_oncpu);
 	}
+	if (held_syscall >= 0 && !held_in_call(held, here_since, held_since, held_oncpu))
+		held_syscall = -1;
 	runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait,
 			steal_now, next, next_cgroup, &holder, held_syscall, held_since, cw);
 }

@@ -257,7 +257,8 @@ struct syscall_slot {
 
 /* KIND_SAMPLE and KIND_IRQOFF: what a CPU was doing at a sampler tick. A
  * sample is kept only while a softirq waits on the CPU (in ksoftirqd or
- * not) or a task has been in a syscall for long; an irqoff
+ * not), a task waits on its run queue behind the running one, or a task
+ * has been in a syscall for long; an irqoff
  * record is the first tick after a gap of gap_ns without ticks. */
 struct sample_event {
 	struct record_header hdr;
@@ -277,6 +278,7 @@ struct sample_event {
 #define SAMPLE_WHY_SOFTIRQ                                                       \
 	1		     /* a softirq has been pending for long (ksoftirqd's \
 			      * waits included: it has pending work) */
+#define SAMPLE_WHY_RUNQ 2    /* a task waits on the run queue behind this one */
 #define SAMPLE_WHY_SYSCALL 4 /* the task has run long inside one syscall */
 #define SAMPLE_WHY_GAP 8     /* first tick after a gap */
 
@@ -483,6 +485,14 @@ struct cpu_state {
 	__u32 next_throttle;  /* where the next span goes in `throttles` */
 	__u32 throttles_open; /* spans with no end yet */
 	struct wait_throttle wait_throttle;
+	/* A wait behind the running task (bpf/sampler.bpf.h): the tick that
+	 * first saw a task waiting on this run queue (0: none waits), while
+	 * the running task was the one switched in at runq_holder_since; the
+	 * ticks since, and the stacks they kept. */
+	__u64 runq_waiter_seen;
+	__u64 runq_holder_since;
+	__u32 runq_ticks;
+	__u32 runq_samples;
 };
 
 /* A thread's mark (map `run_marks`, indexed by thread id modulo

@@ -532,17 +532,23 @@ static __always_inline bool sampled_stack_due(struct cpu_state *cs, __u32 tid, _
 }
 
 /* The syscall `tid` is in by the sampler's account on this CPU, or -1,
- * and since when. */
-static __always_inline __s32 sampled_syscall_of(struct cpu_state *cs, __u32 tid, __u64 *since)
+ * since when, and how long it has held this CPU inside it until `now`. */
+static __always_inline __s32 sampled_syscall_of(struct cpu_state *cs, __u32 tid, __u64 now,
+						__u64 *since, __u64 *oncpu)
 {
+	struct sampled_call *s;
 	__u32 i;
 
 	if (!sampling_calls() || !cs)
 		return -1;
 	for (i = 0; i < SAMPLED_CALLS; i++) {
-		if (cs->sampled[i].ticks && cs->sampled[i].task.tid == tid) {
-			*since = cs->sampled[i].began;
-			return cs->sampled[i].nr;
+		s = &cs->sampled[i];
+		if (s->ticks && s->task.tid == tid) {
+			*since = s->began;
+			*oncpu = s->oncpu_ns;
+			if (s->running_since && s->running_since < now)
+				*oncpu += now - s->running_since;
+			return s->nr;
 		}
 	}
 	return -1;

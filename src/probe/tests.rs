@@ -11,6 +11,7 @@ mod hardirq;
 mod holders;
 mod migration;
 mod prune;
+mod runq_stacks;
 mod sampled;
 mod sched;
 mod softirq;
