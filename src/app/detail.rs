@@ -238,8 +238,8 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
     lines.push(field("container", c.container.clone()));
     lines.push(field("cgroup", c.cgroup.clone()));
     lines.push(field(
-        "syscall",
-        c.syscall.clone().unwrap_or_else(|| "-".into()),
+        "doing",
+        c.activity.clone().unwrap_or_else(|| "-".into()),
     ));
     lines.push(field("path", c.path.clone().unwrap_or_else(|| "-".into())));
     if let (Some(oncpu), Some(wall)) = (c.oncpu_ns, c.wall_ns) {

@@ -236,16 +236,42 @@ pub fn sample_record(
     gap_ns: u64,
     frames: &[u64],
 ) -> Vec<u8> {
+    sample_bytes(cpu, ts, task, syscall, gap_ns, (frames, &[]))
+}
+
+/// A sampler tick with kernel and user stacks (leaf first): in user code
+/// when `kernel` is empty.
+pub fn stacks_sample_record(
+    cpu: u32,
+    ts: u64,
+    task: types::task_ref,
+    syscall: Option<u32>,
+    kernel: &[u64],
+    user: &[u64],
+) -> Vec<u8> {
+    sample_bytes(cpu, ts, task, syscall, 0, (kernel, user))
+}
+
+fn sample_bytes(
+    cpu: u32,
+    ts: u64,
+    task: types::task_ref,
+    syscall: Option<u32>,
+    gap_ns: u64,
+    (kernel, user): (&[u64], &[u64]),
+) -> Vec<u8> {
     let kind = if gap_ns > 0 { KIND_IRQOFF } else { KIND_SAMPLE };
     let mut e = types::sample_event {
         hdr: header(kind, std::mem::size_of::<types::sample_event>(), cpu, ts),
         task,
         gap_ns,
         syscall: syscall.map_or(-1, |nr| nr as i32),
-        kstack_len: (frames.len() * 8) as u32,
+        kstack_len: (kernel.len() * 8) as u32,
+        ustack_len: (user.len() * 8) as u32,
         ..Default::default()
     };
-    e.kstack[..frames.len()].copy_from_slice(frames);
+    e.kstack[..kernel.len()].copy_from_slice(kernel);
+    e.ustack[..user.len()].copy_from_slice(user);
     // SAFETY: sample_event is Plain (see above).
     unsafe { plain::as_bytes(&e) }.to_vec()
 }

@@ -218,7 +218,13 @@ pub struct CulpritDetail {
     pub comm: String,
     pub cgroup: String,
     pub container: String,
+    /// The syscall it held the CPU inside during the stall (by its samples there, else by
+    /// the probes); null when it ran outside any.
     pub syscall: Option<String>,
+    /// What it was doing: its syscall, "user code", "kernel (no syscall)" (or "kernel" where
+    /// syscalls are not watched), by its own samples in the stall, most often first; else its
+    /// syscall; null when nothing tells.
+    pub activity: Option<String>,
     pub path: Option<String>,
     /// On-CPU time of the whole syscall, softirqs excluded.
     pub oncpu_ns: Option<u64>,

@@ -3,6 +3,7 @@
 //! shaped like docs/cases.md case 4, and the whole analysis over records.
 
 mod cases;
+mod holder_stacks;
 mod stall_cases;
 
 use super::*;

@@ -93,6 +93,9 @@ pub fn stall_annotations(s: &StallRow) -> Vec<DebugAnnotation> {
         if let Some(call) = &c.syscall {
             out.push(text("syscall", call.clone()));
         }
+        if let Some(activity) = &c.activity {
+            out.push(text("activity", activity.clone()));
+        }
         if let Some(path) = &c.path {
             out.push(text("path", path.clone()));
         }

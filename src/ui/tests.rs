@@ -325,7 +325,7 @@ fn detail_popup_of_a_stall() {
             "ksoftirqd/3",
             "cadvisor pid 2101 tid 2101",
             "cadvisor.service",
-            "syscall    read",
+            "doing      read",
             "/sys/fs/cgroup/memory/kubepods/cache/memory.stat",
             "148ms of the call's 150ms wall",
             "mem_cgroup_nr_lru_pages",

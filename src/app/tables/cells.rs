@@ -101,8 +101,8 @@ pub fn culprit_chain(stall: &StallRow) -> String {
     if c.container != "host" {
         let _ = write!(chain, " {}", c.container);
     }
-    if let Some(syscall) = &c.syscall {
-        let _ = write!(chain, " › {syscall}");
+    if let Some(activity) = &c.activity {
+        let _ = write!(chain, " › {activity}");
     }
     if let Some(path) = c.path.as_ref().filter(|p| !p.is_empty()) {
         let _ = write!(chain, " › {path}");

@@ -8,7 +8,7 @@ use super::CulpritDetail;
 use crate::event::{HardirqRun, Sample};
 use crate::model::stalls::Culprit;
 use crate::model::Analysis;
-use crate::modes::StealSource;
+use crate::modes::{StealSource, SyscallMode};
 use crate::syscall_table;
 
 pub(super) fn gap_evidence(a: &Analysis, tick: &Sample, hardirq: Option<&HardirqRun>) -> String {
@@ -70,13 +70,16 @@ pub(super) fn irq_run_name(a: &Analysis, h: &HardirqRun) -> String {
     }
 }
 
-/// Report form of a culprit: names resolved, call details, the stack it
-/// was seen in most often (its own samples, else any on the CPU).
+/// Report form of a culprit: names resolved, call details, what it was
+/// doing, the stack it was seen in most often (its own samples, else any on
+/// the CPU).
 pub(super) fn culprit_detail(a: &Analysis, c: &Culprit, samples: &[Sample]) -> CulpritDetail {
     let own: Vec<&Sample> = samples
         .iter()
         .filter(|s| s.task.tid == c.task.tid)
         .collect();
+    let activity = activity_of(&own, a.header().settings.syscalls != SyscallMode::Off)
+        .or(c.syscall.map(Activity::Syscall));
     let pool: Vec<&Sample> = if own.is_empty() {
         samples.iter().collect()
     } else {
@@ -84,17 +87,24 @@ pub(super) fn culprit_detail(a: &Analysis, c: &Culprit, samples: &[Sample]) -> C
     };
     let top = most_frequent_stack(&pool);
     let cgroup = a.cgroup_path(c.task.cgroup);
+    let syscall = match activity {
+        Some(Activity::Syscall(nr)) => Some(nr),
+        _ => None,
+    };
+    // The call's details only where it is what the culprit was doing.
+    let call = c.call.as_ref().filter(|call| syscall == Some(call.nr));
     CulpritDetail {
         pid: c.task.pid,
         tid: c.task.tid,
         comm: c.task.comm.clone(),
         container: a.container_of_path(&cgroup),
         cgroup,
-        syscall: c.syscall.map(syscall_table::name),
-        path: c.call.as_ref().and_then(|call| call.path.text()),
-        oncpu_ns: c.call.as_ref().map(|call| call.oncpu_ns),
-        wall_ns: c.call.as_ref().map(|call| call.wall_ns),
-        softirq_ns: c.call.as_ref().map(|call| call.softirq_ns),
+        syscall: syscall.map(syscall_table::name),
+        activity: activity.map(|what| what.name()),
+        path: call.and_then(|call| call.path.text()),
+        oncpu_ns: call.map(|call| call.oncpu_ns),
+        wall_ns: call.map(|call| call.wall_ns),
+        softirq_ns: call.map(|call| call.softirq_ns),
         stack: top
             .map(|s| s.kernel_stack.iter().map(|&f| a.kernel_symbol(f)).collect())
             .unwrap_or_default(),
@@ -108,6 +118,56 @@ pub(super) fn culprit_detail(a: &Analysis, c: &Culprit, samples: &[Sample]) -> C
             .unwrap_or_default(),
         samples: samples.len(),
     }
+}
+
+/// What a task was doing on its CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Activity {
+    /// Inside this syscall.
+    Syscall(u32),
+    /// In the kernel outside any syscall (a kernel thread, a page fault, an interrupt).
+    Kernel,
+    /// In the kernel, where syscalls are not watched (`--syscalls off`).
+    KernelUnwatched,
+    /// Running its own code.
+    User,
+}
+
+impl Activity {
+    fn of(s: &Sample, syscalls_watched: bool) -> Activity {
+        match (s.syscall, s.kernel_stack.is_empty()) {
+            (Some(nr), _) => Activity::Syscall(nr),
+            (None, true) => Activity::User,
+            (None, false) if syscalls_watched => Activity::Kernel,
+            (None, false) => Activity::KernelUnwatched,
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Activity::Syscall(nr) => syscall_table::name(nr),
+            Activity::Kernel => "kernel (no syscall)".into(),
+            Activity::KernelUnwatched => "kernel".into(),
+            Activity::User => "user code".into(),
+        }
+    }
+}
+
+/// What the task's own samples found it doing most often (on a tie, the earliest);
+/// None without samples.
+fn activity_of(own: &[&Sample], syscalls_watched: bool) -> Option<Activity> {
+    let mut counts: HashMap<Activity, (usize, u64)> = HashMap::new();
+    for s in own {
+        let entry = counts
+            .entry(Activity::of(s, syscalls_watched))
+            .or_insert((0, s.ts_ns));
+        entry.0 += 1;
+        entry.1 = entry.1.min(s.ts_ns);
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(_, (n, first))| (*n, std::cmp::Reverse(*first)))
+        .map(|(what, _)| what)
 }
 
 /// The sample whose kernel stack came up most often (on a tie, the earliest).

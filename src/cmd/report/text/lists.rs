@@ -171,8 +171,8 @@ fn culprit_text(s: &StallRow) -> String {
         task_id(Some(c.pid), Some(c.tid)),
         c.container
     );
-    if let Some(call) = &c.syscall {
-        let _ = write!(text, " in {call}");
+    if let Some(activity) = &c.activity {
+        let _ = write!(text, " in {activity}");
     }
     if let Some(path) = &c.path {
         let _ = write!(text, " {path}");
