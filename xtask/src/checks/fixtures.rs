@@ -52,11 +52,11 @@ pub const QUIET: &str = r#"{
                    "syscalls": "exact",
                    "sample_hz": 1000, "attach": "tp_btf"},
       "stalls": [
-        {"id": 0, "cpu": 0, "start_ns": 84, "duration_ns": 15000000, "kind": "runq",
+        {"id": 0, "cpu": 0, "start_ns": 84, "duration_ns": 15000000, "kind": "runq", "waits": 1,
          "signals": 1, "waited": {"pid": 77, "comm": "cc1", "cgroup": "/", "wait_ns": 15000000},
          "culprit": {"pid": 78, "tid": 78, "comm": "rustc", "cgroup": "/", "container": "host",
                      "stack": [], "user_stack": [], "samples": 0}},
-        {"id": 1, "cpu": 0, "start_ns": 500, "duration_ns": 40000000, "kind": "irqoff",
+        {"id": 1, "cpu": 0, "start_ns": 500, "duration_ns": 40000000, "kind": "irqoff", "waits": 1,
          "signals": 1, "waited": {},
          "culprit": {"pid": 78, "tid": 78, "comm": "rustc", "cgroup": "/", "container": "host",
                      "stack": ["do_idle"], "user_stack": [], "samples": 1}}
@@ -97,31 +97,31 @@ pub const THROTTLE: &str = r#"{
                    "sample_hz": 1000, "attach": "tp_btf"},
       "stalls": [
         {"id": 0, "cpu": 1, "start_ns": 1020000000, "duration_ns": 82000000,
-         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "kind": "throttled", "waits": 1, "signals": 2, "throttled_cgroup": "/stalltop_throttled",
          "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
                     "wait_ns": 82000000}, "culprit": null},
         {"id": 1, "cpu": 1, "start_ns": 1120000000, "duration_ns": 82000000,
-         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "kind": "throttled", "waits": 1, "signals": 2, "throttled_cgroup": "/stalltop_throttled",
          "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
                     "wait_ns": 82000000}, "culprit": null},
         {"id": 2, "cpu": 1, "start_ns": 1220000000, "duration_ns": 82000000,
-         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "kind": "throttled", "waits": 1, "signals": 2, "throttled_cgroup": "/stalltop_throttled",
          "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
                     "wait_ns": 82000000}, "culprit": null},
         {"id": 3, "cpu": 1, "start_ns": 1320000000, "duration_ns": 82000000,
-         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "kind": "throttled", "waits": 1, "signals": 2, "throttled_cgroup": "/stalltop_throttled",
          "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
                     "wait_ns": 82000000}, "culprit": null},
         {"id": 4, "cpu": 1, "start_ns": 1420000000, "duration_ns": 82000000,
-         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "kind": "throttled", "waits": 1, "signals": 2, "throttled_cgroup": "/stalltop_throttled",
          "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
                     "wait_ns": 82000000}, "culprit": null},
         {"id": 5, "cpu": 1, "start_ns": 1520000000, "duration_ns": 82000000,
-         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "kind": "throttled", "waits": 1, "signals": 2, "throttled_cgroup": "/stalltop_throttled",
          "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
                     "wait_ns": 82000000}, "culprit": null},
         {"id": 6, "cpu": 1, "start_ns": 1620000000, "duration_ns": 82000000,
-         "kind": "throttled", "signals": 2, "throttled_cgroup": "/stalltop_throttled",
+         "kind": "throttled", "waits": 1, "signals": 2, "throttled_cgroup": "/stalltop_throttled",
          "waited": {"pid": 700, "comm": "burstreq", "cgroup": "/stalltop_throttled",
                     "wait_ns": 82000000}, "culprit": null}
       ],
@@ -171,7 +171,7 @@ pub fn assert_fails(result: Result<(), String>, needle: &str) {
 
 pub fn stall(cpu: u32, start_ns: u64, duration_ns: u64, kind: &str) -> Value {
     json!({"id": 9, "cpu": cpu, "start_ns": start_ns, "duration_ns": duration_ns,
-               "kind": kind, "signals": 1, "waited": {}, "culprit": null})
+               "kind": kind, "signals": 1, "waits": 1, "waited": {}, "culprit": null})
 }
 
 pub fn culprit(tid: u32, comm: &str, cgroup: &str, syscall: Option<&str>) -> Value {

@@ -210,7 +210,7 @@ mod tests {
             .iter()
             .map(|&(at, ms)| {
                 json!({"cpu": 1, "start_ns": at * s, "duration_ns": ms * MS,
-                       "kind": "throttled", "waited": {}, "culprit": null, "gap": null})
+                       "kind": "throttled", "waits": 1, "waited": {}, "culprit": null, "gap": null})
             })
             .collect();
         Report::parse(

@@ -82,6 +82,8 @@ pub struct Stall {
     pub start_ns: u64,
     pub duration_ns: u64,
     pub kind: String,
+    /// The waits merged into the stall (its waiter's and any other task's on the CPU).
+    pub waits: u64,
     pub waited: Waited,
     pub culprit: Option<Culprit>,
     /// throttled stalls: the cgroup whose CPU quota ran out.
