@@ -56,14 +56,15 @@ static __always_inline __u64 run_delay_of(bool btf, struct task_struct *t)
 	return FIELD(btf, t, sched_info.run_delay);
 }
 
-/* `next` (thread `tid`) runs now, after waiting `wait` ns here (0: it did
- * not wait): its mark takes the run_delay the scheduler is about to count.
+/* `next` (thread `tid`, mark `m`) runs now, after waiting `kernel_wait` ns
+ * here as sched_info counts it (0: it did not wait): its mark takes the
+ * run_delay the scheduler is about to count, and forgets its wakeup.
  * Returns the wait it carried from other CPUs, if it was moved while it
  * waited. */
 static __always_inline struct carried_wait *run_mark_switch_in(bool btf, struct task_struct *next,
-							       __u32 tid, __u64 wait)
+							       __u32 tid, struct run_mark *m,
+							       __u64 kernel_wait)
 {
-	struct run_mark *m = run_mark_of(tid);
 	struct carried_wait *cw = NULL;
 
 	if (!m)
@@ -72,9 +73,66 @@ static __always_inline struct carried_wait *run_mark_switch_in(bool btf, struct 
 		cw = bpf_map_lookup_elem(&carried_waits, &tid);
 	m->tid = tid;
 	m->carried = 0;
+	m->woken_at = 0;
 	if (!runq_from_wakeup)
-		m->run_delay = run_delay_of(btf, next) + wait;
+		m->run_delay = run_delay_of(btf, next) + kernel_wait;
 	return cw;
+}
+
+/* EEVDF's delayed dequeue (6.12+) keeps a task that goes to sleep owing
+ * CPU time on its run queue until it is picked or woken, and it can be
+ * moved meanwhile. Declared here: vmlinux.h of an older kernel (the
+ * committed arm64 one) lacks the field. */
+struct sched_entity___delayed {
+	unsigned char sched_delayed;
+} __attribute__((preserve_access_index));
+
+static __always_inline bool kernel_delays_dequeue(void)
+{
+	return bpf_core_field_exists(struct sched_entity___delayed, sched_delayed);
+}
+
+/* Whether `p` is asleep though still queued (false on kernels without
+ * delayed dequeue). */
+static __always_inline bool asleep_in_queue(bool btf, struct task_struct *p)
+{
+	struct sched_entity___delayed *se = (void *)&p->se;
+
+	if (!kernel_delays_dequeue())
+		return false;
+	return FIELD(btf, se, sched_delayed);
+}
+
+/* `p` (thread `tid`) is being woken and is queued already: when its
+ * sched_info stamp predates this wakeup (set when it was moved while
+ * asleep in the queue, which sched_info counts as waiting), its mark
+ * keeps the wakeup's time, from which its wait really runs. Kernels
+ * without delayed dequeue never queue a sleeping task. */
+static __always_inline void run_mark_wakeup(bool btf, struct task_struct *p, __u32 tid)
+{
+	struct run_mark *m;
+	struct cfs_rq *cfs_rq;
+	struct rq *rq;
+	__u64 queued;
+
+	if (runq_from_wakeup || !kernel_delays_dequeue())
+		return;
+	queued = FIELD(btf, p, sched_info.last_queued);
+	cfs_rq = queued ? task_cfs_rq(btf, p) : NULL;
+	rq = cfs_rq ? FIELD(btf, cfs_rq, rq) : NULL;
+	/* The enqueue of this wakeup stamps the run queue's clock, unless an
+	 * earlier stamp is there. */
+	if (!rq || queued == FIELD(btf, rq, clock))
+		return;
+	m = run_mark_of(tid);
+	if (!m)
+		return;
+	if (m->tid != tid) {
+		m->tid = tid;
+		m->carried = 0;
+		m->run_delay = run_delay_of(btf, p);
+	}
+	m->woken_at = bpf_ktime_get_ns();
 }
 
 /* When the wait of `p` (thread `tid`, mark `m`), being migrated at `now`,
@@ -100,6 +158,9 @@ static __always_inline __u64 wait_began(bool btf, struct task_struct *p, __u32 t
 	delay = FIELD(btf, p, sched_info.run_delay);
 	if (delay < base || delay - base > now)
 		return 0;
+	/* A stamp older than its wakeup counted sleep too. */
+	if (m->tid == tid && m->woken_at > now - (delay - base))
+		return m->woken_at;
 	return now - (delay - base);
 }
 
@@ -148,10 +209,30 @@ static __always_inline void carried_holder_weigh(bool btf, struct carried_wait *
 	cw->kthread = kthread;
 }
 
+/* Add to `cw` what throttles of `p`'s hierarchy covered of [from, now] on
+ * CPU `cpu`, which it leaves (its cfs_rq is still that CPU's). */
+static __always_inline void carried_throttle_weigh(struct carried_wait *cw, struct task_struct *p,
+						   __u32 cpu, __u64 from, __u64 now)
+{
+	struct cpu_state *cs = this_cpu(); /* throttle_cover's scratch */
+	__u64 covered;
+
+	if (!cs)
+		return;
+	throttle_cover(cpu, task_leaf(p), task_group_entity(p), from, now);
+	covered = cs->wait_throttle.covered_ns;
+	cw->throttled_ns += covered;
+	if (covered > cw->throttled_most_ns) {
+		cw->throttled_most_ns = covered;
+		cw->throttled_cgroup = cs->wait_throttle.cgroup;
+	}
+}
+
 /* A task is moved to another CPU. Only a queued one (taken off its run
- * queue for another) carries a wait; a woken one is placed before it is
- * queued. The run queue it leaves is still the one its cfs_rq names (the
- * move follows this tracepoint). */
+ * queue for another) carries a wait, and only if it is not asleep there
+ * (delayed dequeue); a woken one is placed before it is queued. The run
+ * queue it leaves is still the one its cfs_rq names (the move follows
+ * this tracepoint). */
 static __always_inline void on_migrate(bool btf, struct task_struct *p)
 {
 	__u32 tid = FIELD(btf, p, pid);
@@ -162,7 +243,7 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 	__u64 now, since, from;
 	__u32 cpu;
 
-	if (!tid || FIELD(btf, p, on_rq) != TASK_ON_RQ_MIGRATING)
+	if (!tid || FIELD(btf, p, on_rq) != TASK_ON_RQ_MIGRATING || asleep_in_queue(btf, p))
 		return;
 	m = run_mark_of(tid);
 	if (!m)
@@ -189,6 +270,9 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 	cw.until = now;
 	cw.migrations++;
 	carried_holder_weigh(btf, &cw, cpu, rq, tid, from, now);
+	/* Only fair-class tasks are throttled by a CFS quota. */
+	if (FIELD(btf, p, prio) >= MAX_RT_PRIO)
+		carried_throttle_weigh(&cw, p, cpu, from, now);
 	if (bpf_map_update_elem(&carried_waits, &tid, &cw, BPF_ANY))
 		return;
 	if (m->tid != tid) {

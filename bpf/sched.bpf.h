@@ -234,8 +234,8 @@ static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq
 	cs->wait_throttle.cgroup = 0;
 	cs->wait_throttle.covered_ns = 0;
 	/* Only fair-class tasks are throttled by a CFS quota. */
-	if (cs->next_throttle && FIELD(btf, next, prio) >= MAX_RT_PRIO)
-		wait_throttle_judge(task_leaf(next), task_group_entity(next), now - wait, now);
+	if (FIELD(btf, next, prio) >= MAX_RT_PRIO)
+		wait_throttle_judge(cs, cpu, next, here_since, now, wait, cw);
 
 	if (i >= 0 && i < SLICES) {
 		slice_holder(cs, i, &holder, &kthread);
@@ -343,16 +343,35 @@ static __always_inline void runq_switched_out(struct task_struct *p, __u32 tid,
 
 /* Without sched_info: `p` is woken. A task already waiting (preempted as
  * it went to sleep, then woken) keeps its earlier start. */
+static __always_inline void wakeup_stamp(struct task_struct *p, __u32 tid)
+{
+	struct task_state *ts = task_state_of(p, tid, true);
+
+	if (ts && !ts->queued_at)
+		ts->queued_at = bpf_ktime_get_ns();
+}
+
+/* `p` was woken (sched_wakeup, sched_wakeup_new: it is queued, under its
+ * run queue's lock). A fair task queued into a throttled hierarchy was
+ * throttled as it was enqueued, or joins a group throttled there: its CPU
+ * gets a span for that throttle, which no switch there may show. */
 static __always_inline void on_wakeup(bool btf, struct task_struct *p)
 {
 	__u32 tid = FIELD(btf, p, pid);
-	struct task_state *ts;
+	struct cfs_rq *cfs_rq;
 
-	if (!runq_from_wakeup || !tid)
+	if (!tid)
 		return;
-	ts = task_state_of(p, tid, true);
-	if (ts && !ts->queued_at)
-		ts->queued_at = bpf_ktime_get_ns();
+	if (runq_from_wakeup)
+		wakeup_stamp(p, tid);
+	else
+		run_mark_wakeup(btf, p, tid);
+	if (FIELD(btf, p, prio) < MAX_RT_PRIO)
+		return;
+	cfs_rq = task_cfs_rq(btf, p);
+	if (in_throttled_hierarchy(btf, cfs_rq))
+		throttle_span_open(cfs_rq_cpu(btf, cfs_rq), task_leaf(p), task_group_entity(p),
+				   bpf_ktime_get_ns());
 }
 
 /* Before 5.14 the run state was `long state`. */
@@ -403,8 +422,11 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	/* The steal clock as __schedule just brought it up to date (with
 	 * CONFIG_PARAVIRT_TIME_ACCOUNTING; else as of the last tick). */
 	__u64 steal_now = rq ? rq_steal(btf, rq) : 0;
-	__u64 wait = 0;
-	bool waited = next_tid && runq_wait(btf, next, next_tid, rq, now, &wait);
+	struct run_mark *m = next_tid ? run_mark_of(next_tid) : NULL;
+	__u64 kernel_wait = 0, wait;
+	bool waited = next_tid && runq_wait(btf, next, next_tid, rq, now, &kernel_wait);
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct cpu_throttles *ct = throttles_of(cpu);
 
 	if (prev_tid && syscalls_hooked)
 		ps = switch_out_call(cs, prev, prev_tid, now);
@@ -431,14 +453,18 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		cs->current_softirq = cs->softirq_ns;
 		/* Before the wait below: a waiter of a group unthrottled just
 		 * now finds its span closed. */
-		if (cs->throttles_open)
-			throttle_spans_close(now);
+		if (ct && ct->open)
+			throttle_spans_close(cpu, now);
 		if (prev_tid && in_throttled_hierarchy(btf, prev_cfs_rq))
-			throttle_span_open(task_leaf(prev), task_group_entity(prev), now);
+			throttle_span_open(cpu, task_leaf(prev), task_group_entity(prev), now);
 	}
 
+	/* A wait from a stamp older than the wakeup counts from the wakeup. */
+	wait = kernel_wait;
+	if (m && m->tid == next_tid && m->woken_at && m->woken_at < now && now - m->woken_at < wait)
+		wait = now - m->woken_at;
 	if (next_tid)
-		cw = run_mark_switch_in(btf, next, next_tid, wait);
+		cw = run_mark_switch_in(btf, next, next_tid, m, kernel_wait);
 	if (waited) {
 		__u64 next_cgroup = task_cgroup(btf, next);
 		struct runq_stats *s = runq_stats_of(next_cgroup);

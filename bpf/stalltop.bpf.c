@@ -63,8 +63,9 @@ int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct ta
 	return 0;
 }
 
-/* sched_wakeup and sched_wakeup_new: only on kernels without sched_info
- * (runq_from_wakeup). */
+/* sched_wakeup and sched_wakeup_new: throttles that begin as a task is
+ * enqueued, sleepers moved while queued (delayed dequeue), and without
+ * sched_info (runq_from_wakeup) the start of every wait. */
 SEC("?tp_btf/sched_wakeup")
 int BPF_PROG(btf_sched_wakeup, struct task_struct *p)
 {

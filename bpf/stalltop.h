@@ -378,9 +378,9 @@ struct sampled_call {
 #define SLICES 8
 #define SLICE_MIN_NS 250000
 
-/* A CFS quota throttle seen on this CPU (cpu_state.throttles): from the
- * switch that took a task of the throttled hierarchy off the CPU to the
- * first switch after the throttled cfs_rq was unthrottled. */
+/* A CFS quota throttle seen on a CPU: from the switch that took a task of
+ * the throttled hierarchy off the CPU, or the wakeup of a task into it
+ * there, to the first switch after the throttled cfs_rq was unthrottled. */
 struct throttle_span {
 	__u64 cfs_rq; /* the throttled cfs_rq: its kernel address, as its identity */
 	__u64 cgroup; /* its cgroup id */
@@ -389,6 +389,15 @@ struct throttle_span {
 };
 
 #define THROTTLE_SPANS 4
+
+/* One CPU's throttle spans (map `throttle_spans`, indexed by CPU; internal
+ * to BPF): written under that CPU's run-queue lock, by its own switches
+ * and by wakeups onto it from any CPU. */
+struct cpu_throttles {
+	struct throttle_span spans[THROTTLE_SPANS];
+	__u32 next; /* where the next span goes */
+	__u32 open; /* spans with no end yet */
+};
 
 /* Whether a throttle explains the wait sched_switch is ending now: the
  * throttled cgroup (0: none does) and how much of the wait its span
@@ -481,9 +490,6 @@ struct cpu_state {
 	 * long call yields to) take the others, not the long call's. */
 	struct sampled_call sampled[SAMPLED_CALLS];
 	struct probe_cost cost[PROBE_MAX];
-	struct throttle_span throttles[THROTTLE_SPANS];
-	__u32 next_throttle;  /* where the next span goes in `throttles` */
-	__u32 throttles_open; /* spans with no end yet */
 	struct wait_throttle wait_throttle;
 	/* A wait behind the running task (bpf/sampler.bpf.h): the tick that
 	 * first saw a task waiting on this run queue (0: none waits), while
@@ -497,19 +503,22 @@ struct cpu_state {
 
 /* A thread's mark (map `run_marks`, indexed by thread id modulo
  * RUN_MARKS; internal to BPF): its sched_info run_delay as of its latest
- * switch-in, and whether a wait it began on another CPU is carried for it
- * in `carried_waits`. */
+ * switch-in, whether a wait it began on another CPU is carried for it in
+ * `carried_waits`, and when it was woken if its sched_info stamp is older
+ * than that wakeup (it was moved while asleep: see sched.bpf.h). */
 struct run_mark {
 	__u32 tid;
 	__u32 carried;
 	__u64 run_delay;
+	__u64 woken_at; /* bpf_ktime_get_ns(); 0: the stamp is the wakeup's */
 };
 
 #define RUN_MARKS 32768
 
 /* A wait that a migration moved to another CPU (map `carried_waits`, by
  * thread id; internal to BPF): when it began and on which CPU, when it
- * left its latest CPU, and who held the CPUs it left longest meanwhile. */
+ * left its latest CPU, who held the CPUs it left longest meanwhile, and
+ * how much of it a quota throttle covered there. */
 struct carried_wait {
 	__u64 since;
 	__u64 until;
@@ -519,6 +528,12 @@ struct carried_wait {
 	__u32 from_cpu;
 	__u32 migrations;
 	__u32 _pad;
+	/* Of [since, until], the time a CFS quota throttle of its hierarchy
+	 * covered on the CPUs it left, and the throttled cgroup of the CPU
+	 * where one covered the most. */
+	__u64 throttled_ns;
+	__u64 throttled_most_ns;
+	__u64 throttled_cgroup;
 };
 
 /* Where the sampler and the interrupt probes read the vCPU's steal clock

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * CFS bandwidth throttling as the cause of a wait, read in the kernel.
- * A group whose quota ran out leaves the CPU at a context switch: the task
- * switched out sits in a throttled hierarchy (its cfs_rq's throttle_count,
- * kept for every cfs_rq below the throttled one). That switch opens a span
- * for the throttled cfs_rq on this CPU; the first switch after the cfs_rq
- * is unthrottled closes it. A wait that such a span of its task's cgroup,
- * or of an ancestor, covered for at least half was a throttle, not a
- * neighbour.
+ * A group whose quota ran out stops on a CPU: its cfs_rq there is
+ * throttled, and every cfs_rq below it is in a throttled hierarchy (its
+ * throttle_count). stalltop keeps, per CPU, spans of the throttled cfs_rqs
+ * it saw: a span opens when a task of a throttled hierarchy leaves that CPU
+ * (a context switch) or is woken onto it (a group throttled as the task is
+ * enqueued, on a CPU where none of its tasks ran: no switch shows that),
+ * and closes at the first switch there after its cfs_rq is unthrottled.
+ * A wait that spans of its task's hierarchy covered for at least half, on
+ * the CPU where it ended and on those it was moved from (weighed at each
+ * move, on the CPU left), was a throttle, not a neighbour nor an idle CPU.
  *
  * Kernel addresses kept between events are read with probe reads: the
  * cgroup may be gone by then.
@@ -25,6 +28,18 @@
 /* A span open this long is stale (its cgroup went away while throttled;
  * the longest CFS period is 1 s): it explains nothing. */
 #define THROTTLE_SPAN_MAX_NS 2000000000ULL
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* user space sets the number of possible CPUs */
+	__type(key, __u32);
+	__type(value, struct cpu_throttles);
+} throttle_spans SEC(".maps");
+
+static __always_inline struct cpu_throttles *throttles_of(__u32 cpu)
+{
+	return bpf_map_lookup_elem(&throttle_spans, &cpu);
+}
 
 /* `throttled` is an int in older kernels, a one-bit field in newer ones:
  * declared here as the int, libbpf relocates the read to either (clang 14
@@ -73,20 +88,29 @@ static __always_inline __u64 task_group_entity(struct task_struct *t)
 	return (__u64)BPF_CORE_READ(t, se.parent);
 }
 
-/* A task queued on the cfs_rq at `leaf`, whose group's entity is at
- * `group_se`, left this CPU in a throttled hierarchy: open a span for the
- * throttled cfs_rq among the ancestors, unless one is open for it already.
- * (A global function: the verifier checks it once; such a function must
- * return a scalar, here always 0.) */
-__noinline int throttle_span_open(__u64 leaf, __u64 group_se, __u64 now)
+/* The CPU of the run queue `cfs_rq` belongs to. */
+static __always_inline __u32 cfs_rq_cpu(bool btf, struct cfs_rq *cfs_rq)
 {
-	struct cpu_state *cs = this_cpu();
+	struct rq *rq = FIELD(btf, cfs_rq, rq);
+
+	return rq ? FIELD(btf, rq, cpu) : 0;
+}
+
+/* A task queued on the cfs_rq at `leaf` on CPU `cpu`, whose group's entity
+ * is at `group_se`, is in a throttled hierarchy there: open a span on that
+ * CPU for the throttled cfs_rq among the ancestors, unless one is open for
+ * it already. The caller holds that CPU's run-queue lock. (A global
+ * function: the verifier checks it once; such a function must return a
+ * scalar, here always 0.) */
+__noinline int throttle_span_open(__u32 cpu, __u64 leaf, __u64 group_se, __u64 now)
+{
+	struct cpu_throttles *ct = throttles_of(cpu);
 	struct sched_entity *e = (void *)group_se;
 	struct cfs_rq *cfs_rq = (void *)leaf;
 	struct throttle_span *span;
 	__u32 i, depth;
 
-	if (!cs || !cfs_rq)
+	if (!ct || !cfs_rq)
 		return 0;
 	for (depth = 0; depth < THROTTLE_DEPTH; depth++) {
 		if (cfs_rq_is_throttled(cfs_rq))
@@ -101,30 +125,30 @@ __noinline int throttle_span_open(__u64 leaf, __u64 group_se, __u64 now)
 	if (depth == THROTTLE_DEPTH)
 		return 0;
 	for (i = 0; i < THROTTLE_SPANS; i++)
-		if (cs->throttles[i].cfs_rq == (__u64)cfs_rq && !cs->throttles[i].end)
+		if (ct->spans[i].cfs_rq == (__u64)cfs_rq && !ct->spans[i].end)
 			return 0;
-	span = &cs->throttles[cs->next_throttle++ & (THROTTLE_SPANS - 1)];
-	if (span->cfs_rq && !span->end && cs->throttles_open)
-		cs->throttles_open--; /* an open span is overwritten */
+	span = &ct->spans[ct->next++ & (THROTTLE_SPANS - 1)];
+	if (span->cfs_rq && !span->end && ct->open)
+		ct->open--; /* an open span is overwritten */
 	span->cfs_rq = (__u64)cfs_rq;
 	span->cgroup = BPF_CORE_READ(cfs_rq, tg, css.cgroup, kn, id);
 	span->start = now;
 	span->end = 0;
-	cs->throttles_open++;
+	ct->open++;
 	return 0;
 }
 
-/* This CPU's open spans whose cfs_rq is throttled no more end now; stale
- * ones end where they began. */
-__noinline int throttle_spans_close(__u64 now)
+/* CPU `cpu`'s open spans whose cfs_rq is throttled no more end now; stale
+ * ones end where they began. Run by that CPU's switches. */
+__noinline int throttle_spans_close(__u32 cpu, __u64 now)
 {
-	struct cpu_state *cs = this_cpu();
+	struct cpu_throttles *ct = throttles_of(cpu);
 	__u32 i;
 
-	if (!cs)
+	if (!ct)
 		return 0;
 	for (i = 0; i < THROTTLE_SPANS; i++) {
-		struct throttle_span *span = &cs->throttles[i];
+		struct throttle_span *span = &ct->spans[i];
 
 		if (!span->cfs_rq || span->end)
 			continue;
@@ -134,18 +158,20 @@ __noinline int throttle_spans_close(__u64 now)
 			span->end = now;
 		else
 			continue;
-		if (cs->throttles_open)
-			cs->throttles_open--;
+		if (ct->open)
+			ct->open--;
 	}
 	return 0;
 }
 
-/* Whether a throttle of a waiting task's cgroup or an ancestor (its cfs_rq
- * at `leaf`, its group's entity at `group_se`) covered at least half of
- * its wait [start, now] on this CPU: if so, sets this CPU's wait_throttle
- * (zero on entry) from the span of those cfs_rqs that covers the most. */
-__noinline int wait_throttle_judge(__u64 leaf, __u64 group_se, __u64 start, __u64 now)
+/* How much of [start, now] a throttle of a waiting task's cgroup or an
+ * ancestor (its cfs_rq at `leaf`, its group's entity at `group_se`, both
+ * on CPU `cpu`) covered there: sets this CPU's wait_throttle (the scratch
+ * of the calling program) from the span of those cfs_rqs on CPU `cpu` that
+ * covers the most, or to zero. */
+__noinline int throttle_cover(__u32 cpu, __u64 leaf, __u64 group_se, __u64 start, __u64 now)
 {
+	struct cpu_throttles *ct = throttles_of(cpu);
 	struct cpu_state *cs = this_cpu();
 	__u64 hierarchy[THROTTLE_DEPTH] = {};
 	struct sched_entity *e = (void *)group_se;
@@ -155,13 +181,17 @@ __noinline int wait_throttle_judge(__u64 leaf, __u64 group_se, __u64 start, __u6
 
 	if (!cs)
 		return 0;
+	cs->wait_throttle.cgroup = 0;
+	cs->wait_throttle.covered_ns = 0;
+	if (!ct || !leaf)
+		return 0;
 	for (i = 0; i < THROTTLE_SPANS; i++) {
-		struct throttle_span *span = &cs->throttles[i];
+		struct throttle_span *span = &ct->spans[i];
 
 		if (span->cfs_rq && span->start < now && (!span->end || span->end > start))
 			any = true;
 	}
-	if (!any || !leaf)
+	if (!any)
 		return 0;
 	hierarchy[0] = leaf;
 	for (d = 1; d < THROTTLE_DEPTH && e; d++) {
@@ -169,7 +199,7 @@ __noinline int wait_throttle_judge(__u64 leaf, __u64 group_se, __u64 start, __u6
 		e = BPF_CORE_READ(e, parent);
 	}
 	for (i = 0; i < THROTTLE_SPANS; i++) {
-		struct throttle_span *span = &cs->throttles[i];
+		struct throttle_span *span = &ct->spans[i];
 		__u64 from = span->start > start ? span->start : start;
 		__u64 to = span->end && span->end < now ? span->end : now;
 
@@ -183,11 +213,38 @@ __noinline int wait_throttle_judge(__u64 leaf, __u64 group_se, __u64 start, __u6
 			}
 		}
 	}
-	if (best_covered * 2 < now - start)
-		return 0;
 	cs->wait_throttle.cgroup = best_cgroup;
 	cs->wait_throttle.covered_ns = best_covered;
 	return 0;
+}
+
+/* Whether a quota throttle explains the wait of `waiter` of `wait` ns that
+ * ends now on CPU `cpu`, where it waited since `here_since` (moved there if
+ * `cw`, which carries what throttles covered on the CPUs it left): this
+ * CPU's wait_throttle is left at the throttled cgroup and the time covered
+ * if throttles covered at least half of the wait, else at zero. */
+static __always_inline void wait_throttle_judge(struct cpu_state *cs, __u32 cpu,
+						struct task_struct *waiter, __u64 here_since,
+						__u64 now, __u64 wait,
+						const struct carried_wait *cw)
+{
+	struct cpu_throttles *ct = throttles_of(cpu);
+	__u64 carried = cw ? cw->throttled_ns : 0, here, covered;
+
+	cs->wait_throttle.cgroup = 0;
+	cs->wait_throttle.covered_ns = 0;
+	if (ct && ct->next) /* a span was ever opened here */
+		throttle_cover(cpu, task_leaf(waiter), task_group_entity(waiter), here_since, now);
+	here = cs->wait_throttle.covered_ns;
+	covered = here + carried;
+	if (!covered || covered * 2 < wait) {
+		cs->wait_throttle.cgroup = 0;
+		cs->wait_throttle.covered_ns = 0;
+		return;
+	}
+	if (cw && cw->throttled_most_ns > here)
+		cs->wait_throttle.cgroup = cw->throttled_cgroup;
+	cs->wait_throttle.covered_ns = covered < wait ? covered : wait;
 }
 
 #endif /* STALLTOP_THROTTLE_BPF_H */

@@ -10,8 +10,8 @@ use crate::modes::{Attach, SyscallMode};
 pub enum ProbeFamily {
     /// sys_enter and sys_exit.
     Syscall,
-    /// sched_switch, sched_migrate_task, sched_process_exit (and
-    /// sched_wakeup[_new] without sched_info).
+    /// sched_switch, sched_wakeup[_new], sched_migrate_task,
+    /// sched_process_exit.
     Sched,
     /// softirq_raise, softirq_entry, softirq_exit, irq_handler_entry,
     /// irq_handler_exit, hrtimer_expire_entry, hrtimer_expire_exit.
@@ -79,7 +79,6 @@ pub(super) fn enable_programs(
     open: &mut OpenStalltopSkel<'_>,
     family: ProbeFamily,
     attach: Attach,
-    config: &ProbeConfig,
 ) {
     let p = &mut open.progs;
     let btf = attach == Attach::TpBtf;
@@ -95,24 +94,19 @@ pub(super) fn enable_programs(
             }
         }
         ProbeFamily::Sched => {
-            let wakeups = config.features.runq_from_wakeup();
             enable(&mut p.set_ksoftirqd); // run by user space, never attached
             if btf {
                 enable(&mut p.btf_sched_switch);
                 enable(&mut p.btf_sched_migrate_task);
                 enable(&mut p.btf_sched_process_exit);
-                if wakeups {
-                    enable(&mut p.btf_sched_wakeup);
-                    enable(&mut p.btf_sched_wakeup_new);
-                }
+                enable(&mut p.btf_sched_wakeup);
+                enable(&mut p.btf_sched_wakeup_new);
             } else {
                 enable(&mut p.raw_sched_switch);
                 enable(&mut p.raw_sched_migrate_task);
                 enable(&mut p.raw_sched_process_exit);
-                if wakeups {
-                    enable(&mut p.raw_sched_wakeup);
-                    enable(&mut p.raw_sched_wakeup_new);
-                }
+                enable(&mut p.raw_sched_wakeup);
+                enable(&mut p.raw_sched_wakeup_new);
             }
         }
         ProbeFamily::Softirq => {

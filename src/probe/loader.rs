@@ -340,7 +340,7 @@ fn load_family<'obj>(
         && loaded.has(ProbeFamily::Softirq)
         && config.softirq_delay_ticks();
     configure(&mut open, config, attach, hooked, delay_ticks).map_err(|e| e.to_string())?;
-    enable_programs(&mut open, family, attach, config);
+    enable_programs(&mut open, family, attach);
     if refuse {
         // As a socket filter, its helpers are unknown to the verifier.
         for mut prog in open.open_object_mut().progs_mut() {
@@ -411,6 +411,7 @@ fn configure(
     let maps = &mut open.maps;
     let cpus = libbpf_rs::num_possible_cpus().unwrap_or(1);
     maps.events.set_max_entries(ring_buffer_bytes(cpus))?;
+    maps.throttle_spans.set_max_entries(cpus as u32)?;
     if !use_task_storage {
         // Not task storage where it is not used: a kernel may lack the map
         // type (before 5.11). The code that would use it is dead there.
@@ -593,7 +594,7 @@ pub fn load_detached<'obj>(
     let hooked = config.syscalls == SyscallMode::Exact;
     configure(&mut open, config, Attach::RawTp, hooked, false).map_err(|e| e.to_string())?;
     for family in families(config) {
-        enable_programs(&mut open, family, Attach::RawTp, config);
+        enable_programs(&mut open, family, Attach::RawTp);
     }
     let skel = open.load().map_err(|e| e.to_string())?;
     seed(&skel, &config.ksoftirqd).map_err(|e| e.to_string())?;

@@ -14,10 +14,12 @@ mod prune;
 mod runq_stacks;
 mod sampled;
 mod sched;
+mod sleepers;
 mod softirq;
 mod steal;
 mod steps;
 mod syscall_hooks;
+mod throttles;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -379,8 +381,13 @@ impl ScratchCgroup {
     /// As `run_child_on_cpu`; on success, how often the child was switched
     /// out: voluntarily (it slept) and involuntarily (it was preempted).
     fn run_child_on_cpu_switching(&self, cpu: usize, work: fn()) -> Option<(u64, u64)> {
-        let procs = self.dir.join("cgroup.procs").into_os_string();
-        let procs = std::ffi::CString::new(procs.into_encoded_bytes()).unwrap();
+        reap(self.fork_child_on_cpu(cpu, work)?)
+    }
+
+    /// Fork a child that joins this cgroup, pins itself to `cpu`, runs `work` and exits;
+    /// its pid (`reap` it), or None if fork failed.
+    fn fork_child_on_cpu(&self, cpu: usize, work: fn()) -> Option<libc::pid_t> {
+        let procs = self.procs_file();
         // SAFETY: after fork the child only makes async-signal-safe calls
         // (open, write, close, sched_setaffinity, raw syscalls, _exit).
         unsafe {
@@ -399,16 +406,35 @@ impl ScratchCgroup {
                     libc::_exit(1);
                 }
                 -1 => None,
-                child => {
-                    let mut status = 0;
-                    let mut usage: libc::rusage = std::mem::zeroed();
-                    let exited = libc::wait4(child, &mut status, 0, &mut usage) == child
-                        && libc::WIFEXITED(status)
-                        && libc::WEXITSTATUS(status) == 0;
-                    exited.then_some((usage.ru_nvcsw as u64, usage.ru_nivcsw as u64))
-                }
+                child => Some(child),
             }
         }
+    }
+
+    /// Move process `pid` (all its threads) into this cgroup.
+    fn adopt(&self, pid: libc::pid_t) {
+        let path = self.dir.join("cgroup.procs");
+        std::fs::write(&path, pid.to_string())
+            .unwrap_or_else(|e| panic!("move {pid} into {}: {e}", path.display()));
+    }
+
+    fn procs_file(&self) -> std::ffi::CString {
+        let procs = self.dir.join("cgroup.procs").into_os_string();
+        std::ffi::CString::new(procs.into_encoded_bytes()).unwrap()
+    }
+}
+
+/// Wait for forked child `child`; how often it was switched out (voluntarily, involuntarily)
+/// if it exited 0.
+pub(super) fn reap(child: libc::pid_t) -> Option<(u64, u64)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 writes it and the status for our own child.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let exited = libc::wait4(child, &mut status, 0, &mut usage) == child
+            && libc::WIFEXITED(status)
+            && libc::WEXITSTATUS(status) == 0;
+        exited.then_some((usage.ru_nvcsw as u64, usage.ru_nivcsw as u64))
     }
 }
 

@@ -152,6 +152,8 @@ fn raw_tp_programs_call_no_btf_only_helper() {
         "raw_sched_migrate_task",
         "raw_sched_process_exit",
         "raw_sched_switch",
+        "raw_sched_wakeup",
+        "raw_sched_wakeup_new",
         "raw_softirq_entry",
         "raw_softirq_exit",
         "raw_softirq_raise",
