@@ -9,12 +9,14 @@ pub mod fleet;
 pub mod irqoff;
 pub mod ksoftirqd;
 pub mod migration;
+pub mod moved_sleeper;
 pub mod noisy_neighbour;
 pub mod quiet;
 pub mod report;
 pub mod slow_syscall;
 pub mod slow_syscall_sampled;
 pub mod throttle;
+pub mod throttle_edges;
 
 #[cfg(test)]
 mod fixtures;

@@ -11,6 +11,7 @@ pub mod host;
 pub mod ksoftirqd;
 mod memcg;
 pub mod migration;
+pub mod moved_sleeper;
 mod netns;
 mod noisy_neighbour;
 pub mod pods;
@@ -20,6 +21,8 @@ pub mod slow_syscall;
 mod stats;
 mod task;
 mod throttle;
+pub mod throttle_enqueue;
+mod throttle_moved;
 mod victim;
 mod victim_log;
 
@@ -39,8 +42,6 @@ pub use task::monotonic_ns;
 use task::Window;
 use victim::VictimStats;
 
-/// For the checks' tests, which build ground truths.
-#[cfg(test)]
 pub use stats::Percentiles;
 
 /// The CPU every scenario thread is pinned to; CPU 0 stays free for the rest of the VM.
@@ -51,6 +52,9 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(5);
 const MAX_DURATION: Duration = Duration::from_secs(30);
 /// Percentiles need a few thousand victim periods.
 const MIN_DURATION: Duration = Duration::from_secs(1);
+/// A scenario with a quota keeps its idle cgroup this long after its final cpu.stat read, so a
+/// recorder that polls cpu.stat sees the final counters before the cgroup disappears.
+const LINGER: Duration = Duration::from_secs(1);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -83,6 +87,15 @@ pub enum Name {
     /// A waiter woken behind a real-time hog on CPU 0, moved to CPU 1 behind another while it
     /// waits (case 4's tail: load balancing moves waiting tasks).
     Migration,
+    /// A 3-thread request loop on both CPUs under a 12 ms / 100 ms quota: its throttled waits
+    /// move between the CPUs.
+    ThrottleMoved,
+    /// Sleepers woken into a group whose quota another CPU spent, on a CPU where the group had
+    /// not run: throttled as they are enqueued.
+    ThrottleEnqueue,
+    /// A sleeper whose affinity flips while it sleeps, beside busy CPUs: a sleep moved with its
+    /// task (delayed dequeue, 6.12+) is no wait.
+    MovedSleeper,
 }
 
 impl Name {
@@ -96,13 +109,19 @@ impl Name {
             Name::Ksoftirqd => "ksoftirqd",
             Name::Churn => "churn",
             Name::Migration => "migration",
+            Name::ThrottleMoved => "throttle-moved",
+            Name::ThrottleEnqueue => "throttle-enqueue",
+            Name::MovedSleeper => "moved-sleeper",
         }
     }
 
-    /// How long `scenario-tests` runs it: churn needs more cgroups than the maps hold.
+    /// How long `scenario-tests` runs it: churn needs more cgroups than the maps hold, and the
+    /// waits moved by the scheduler or the kernel's delayed dequeue come a few a second.
     pub fn test_duration(self) -> Duration {
         match self {
             Name::Churn => Duration::from_secs(20),
+            Name::ThrottleMoved => Duration::from_secs(10),
+            Name::MovedSleeper => Duration::from_secs(8),
             _ => DEFAULT_DURATION,
         }
     }
@@ -152,6 +171,10 @@ pub struct Injected {
     pub churn: Option<churn::Truth>,
     /// migration: the waiter's rounds as it timed them.
     pub migration: Option<migration::Truth>,
+    /// throttle-enqueue: the rounds' cgroups and how long each sleeper was kept off its CPU.
+    pub throttle_enqueue: Option<throttle_enqueue::Truth>,
+    /// moved-sleeper: what the sleeper measured.
+    pub moved_sleeper: Option<moved_sleeper::Truth>,
 }
 
 /// The cgroups a scenario ran threads in, relative to the cpu hierarchy root ("/stalltop_victim").
@@ -206,6 +229,27 @@ impl Outcome {
                 "{moved} of {} waits moved to CPU {CPU}, longest {} ms",
                 truth.rounds.len(),
                 ms(longest)
+            ));
+        }
+        if let Some(truth) = &self.injected.throttle_enqueue {
+            let kept: Vec<u64> = truth
+                .rounds
+                .iter()
+                .flat_map(|r| r.kept_ns.clone())
+                .collect();
+            parts.push(format!(
+                "{} wakeups, kept off their CPU p50/max {}/{} ms",
+                kept.len(),
+                ms(Percentiles::of(kept.clone()).p50_ns),
+                ms(kept.iter().copied().max().unwrap_or(0))
+            ));
+        }
+        if let Some(truth) = &self.injected.moved_sleeper {
+            parts.push(format!(
+                "{} sleeps, woke at most {} ms late, stopped at work up to {} ms",
+                truth.sleeps,
+                ms(truth.latest_wakeup_ns),
+                ms(truth.longest_work_gap_ns)
             ));
         }
         if let Some(truth) = &self.injected.slow_syscall {
@@ -304,7 +348,10 @@ impl Fixture {
             | Name::ThrottleParent
             | Name::Quiet
             | Name::Churn
-            | Name::Migration => Fixture::None,
+            | Name::Migration
+            | Name::ThrottleMoved
+            | Name::ThrottleEnqueue
+            | Name::MovedSleeper => Fixture::None,
             Name::SlowSyscall => Fixture::SlowSyscall(slow_syscall::Fixture::prepare(duration)?),
             Name::Ksoftirqd => Fixture::Ksoftirqd(ksoftirqd::Fixture::prepare(duration)?),
         })
@@ -345,6 +392,9 @@ pub fn run(name: Name, duration: Duration, ready: impl FnOnce() -> Result<()>) -
             Name::Quiet => (quiet::run(&window)?, Injected::default()),
             Name::Churn => churn::run(&window)?,
             Name::Migration => migration::run(&window)?,
+            Name::ThrottleMoved => (throttle_moved::run(&window)?, Injected::default()),
+            Name::ThrottleEnqueue => throttle_enqueue::run(&window)?,
+            Name::MovedSleeper => moved_sleeper::run(&window)?,
             Name::SlowSyscall | Name::Ksoftirqd => unreachable!("{name} has a fixture"),
         },
         Fixture::SlowSyscall(fixture) => slow_syscall::run(&window, fixture)?,

@@ -78,6 +78,9 @@ pub fn main(args: &Args) -> Result<()> {
             Name::Ksoftirqd,
             Name::Churn,
             Name::Migration,
+            Name::ThrottleMoved,
+            Name::ThrottleEnqueue,
+            Name::MovedSleeper,
         ],
         Some(Name::NoisyNeighbour) => &[Name::Quiet, Name::NoisyNeighbour],
         Some(Name::Quiet) => &[Name::Quiet],
@@ -87,6 +90,9 @@ pub fn main(args: &Args) -> Result<()> {
         Some(Name::Ksoftirqd) => &[Name::Ksoftirqd],
         Some(Name::Churn) => &[Name::Churn],
         Some(Name::Migration) => &[Name::Migration],
+        Some(Name::ThrottleMoved) => &[Name::ThrottleMoved],
+        Some(Name::ThrottleEnqueue) => &[Name::ThrottleEnqueue],
+        Some(Name::MovedSleeper) => &[Name::MovedSleeper],
     };
     let mut baseline: Option<Report> = None;
     let mut rows = Vec::new();
@@ -234,6 +240,18 @@ fn run_checked(
             Name::Migration => match &outcome.injected.migration {
                 Some(truth) => checks::migration::check(report, truth),
                 None => Err("the migration scenario measured no rounds".into()),
+            },
+            Name::ThrottleMoved => match &outcome.measured.cpu_stat {
+                Some(truth) => checks::throttle_edges::check_moved(report, truth),
+                None => Err("the throttle-moved scenario measured no cpu.stat".into()),
+            },
+            Name::ThrottleEnqueue => match &outcome.injected.throttle_enqueue {
+                Some(truth) => checks::throttle_edges::check_enqueue(report, truth),
+                None => Err("the throttle-enqueue scenario measured no rounds".into()),
+            },
+            Name::MovedSleeper => match &outcome.injected.moved_sleeper {
+                Some(truth) => checks::moved_sleeper::check(report, truth),
+                None => Err("the moved-sleeper scenario measured no sleeps".into()),
             },
             Name::Ksoftirqd => match &outcome.injected.ksoftirqd {
                 Some(truth) => {

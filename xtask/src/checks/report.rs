@@ -107,6 +107,9 @@ pub struct Waited {
     pub cgroup: Option<String>,
     pub wait_ns: Option<u64>,
     pub steal_ns: Option<u64>,
+    /// The waiter's CPU was idle for most of its wait: nobody held it.
+    #[serde(default)]
+    pub cpu_idle: bool,
     #[serde(default)]
     pub migrated: Option<Migrated>,
 }
@@ -225,6 +228,9 @@ pub struct RunqEvent {
     pub comm: String,
     pub cgroup: String,
     pub ran_instead: Task,
+    /// The cgroup whose exhausted CPU quota explains the wait (`ran_instead` only filled the CPU).
+    #[serde(default)]
+    pub throttled_cgroup: Option<String>,
     /// The wait began on another CPU (`cpu` is where it ended).
     #[serde(default)]
     pub migrated: Option<Migrated>,

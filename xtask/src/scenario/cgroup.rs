@@ -156,7 +156,11 @@ impl CpuCgroup {
     /// Moves the calling thread (only it: v1 `tasks`, not `cgroup.procs`) into this cgroup.
     pub fn join_current_thread(&self) -> Result<()> {
         // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() };
+        self.adopt_thread(unsafe { libc::gettid() })
+    }
+
+    /// Moves thread `tid` (only it) into this cgroup.
+    pub fn adopt_thread(&self, tid: libc::pid_t) -> Result<()> {
         self.write("tasks", &tid.to_string())
     }
 

@@ -114,13 +114,29 @@ impl Window {
         T: Send + 'scope,
         F: FnOnce() -> Result<T> + Send + 'scope,
     {
+        self.spawn_pinned(scope, comm, Some(self.cpu), cgroup, body)
+    }
+
+    /// As `spawn`, pinned to `cpu` (None: free to run on any CPU).
+    pub fn spawn_pinned<'scope, 'env, T, F>(
+        &'env self,
+        scope: &'scope Scope<'scope, 'env>,
+        comm: &'static str,
+        cpu: Option<usize>,
+        cgroup: &'env CpuCgroup,
+        body: F,
+    ) -> Result<Worker<'scope, T>>
+    where
+        T: Send + 'scope,
+        F: FnOnce() -> Result<T> + Send + 'scope,
+    {
         let handle = thread::Builder::new()
             .spawn_scoped(scope, move || {
                 let _cancel = CancelOnPanic(self);
                 // Pin before joining the cgroup: the wait to migrate onto the busy CPU is then
                 // not charged to the scenario's cgroup.
                 let result = set_comm(comm)
-                    .and_then(|()| pin_to_cpu(self.cpu))
+                    .and_then(|()| cpu.map_or(Ok(()), pin_to_cpu))
                     .and_then(|()| cgroup.join_current_thread())
                     .and_then(|()| body());
                 if result.is_err() {

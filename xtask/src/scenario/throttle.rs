@@ -8,7 +8,6 @@
 //! requests in a child that has none of its own: their waits must blame the parent's quota.
 
 use std::thread;
-use std::time::Duration;
 
 use anyhow::{ensure, Result};
 
@@ -20,7 +19,6 @@ use crate::interrupt;
 
 const PERIOD_US: u64 = 100_000;
 const QUOTA_US: u64 = 15_000;
-const LINGER: Duration = Duration::from_secs(1);
 const BYSTANDER_CGROUP: &str = "stalltop_bystander";
 const BYSTANDER_SHARES: u64 = 128;
 /// throttle-parent: the cgroup with the quota; the requests' cgroup is its child.
@@ -65,7 +63,7 @@ fn run_throttled(window: &Window, quota: &CpuCgroup, requests: &CpuCgroup) -> Re
     // A recorder that polls cpu.stat must get one more look at the final counters before the
     // cgroup disappears; the cgroup is idle now, so lingering changes nothing else.
     if !interrupt::requested() {
-        thread::sleep(LINGER);
+        thread::sleep(super::LINGER);
     }
     Ok(Measured {
         cgroups: Cgroups {
