@@ -91,7 +91,7 @@ pub enum Name {
     /// move between the CPUs.
     ThrottleMoved,
     /// Sleepers woken into a group whose quota another CPU spent, on a CPU where the group had
-    /// not run: throttled as they are enqueued.
+    /// not run: throttled as they are enqueued (before Linux 6.18).
     ThrottleEnqueue,
     /// A sleeper whose affinity flips while it sleeps, beside busy CPUs: a sleep moved with its
     /// task (delayed dequeue, 6.12+) is no wait.

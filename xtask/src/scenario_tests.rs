@@ -50,6 +50,8 @@ enum Verdict {
     Fail(String),
     /// Every attempt was contaminated: nothing was checked.
     Inconclusive(String),
+    /// The kernel lacks the mechanism the scenario shows: not run, and said so.
+    NotApplicable(String),
 }
 
 struct Row {
@@ -104,19 +106,30 @@ pub fn main(args: &Args) -> Result<()> {
                 verdict: Verdict::Fail("not run: no clean quiet baseline to compare with".into()),
                 summary: String::new(),
             }
+        } else if let Some(reason) = not_applicable(name)? {
+            Row {
+                name,
+                attempts: 0,
+                verdict: Verdict::NotApplicable(reason),
+                summary: String::new(),
+            }
         } else {
             run_checked(&stalltop, &workdir, name, args.syscalls, &mut baseline)
                 .with_context(|| format!("recordings so far in {}", workdir.display()))?
         };
-        if let Verdict::Fail(message) | Verdict::Inconclusive(message) = &row.verdict {
-            eprintln!("{name}: FAILED\n{message}");
+        match &row.verdict {
+            Verdict::Fail(message) | Verdict::Inconclusive(message) => {
+                eprintln!("{name}: FAILED\n{message}");
+            }
+            Verdict::NotApplicable(reason) => eprintln!("{name}: {reason}"),
+            Verdict::Pass => {}
         }
         rows.push(row);
     }
     print_table(&rows);
     let failed = rows
         .iter()
-        .filter(|row| !matches!(row.verdict, Verdict::Pass))
+        .filter(|row| !matches!(row.verdict, Verdict::Pass | Verdict::NotApplicable(_)))
         .count();
     if failed > 0 {
         bail!(
@@ -127,6 +140,14 @@ pub fn main(args: &Args) -> Result<()> {
     }
     fs::remove_dir_all(&workdir).with_context(|| format!("rm -r {}", workdir.display()))?;
     Ok(())
+}
+
+/// Why `name` cannot show what it checks on this kernel, if it cannot.
+fn not_applicable(name: Name) -> Result<Option<String>> {
+    match name {
+        Name::ThrottleEnqueue => scenario::throttle_enqueue::not_applicable(),
+        _ => Ok(None),
+    }
 }
 
 /// How long to wait for the load average to fall under the contamination limit before an
@@ -510,6 +531,7 @@ fn print_table(rows: &[Row]) {
             Verdict::Pass => ("PASS", row.summary.as_str()),
             Verdict::Fail(message) => ("FAIL", message.lines().next().unwrap_or_default()),
             Verdict::Inconclusive(message) => ("INCONCLUSIVE", message.as_str()),
+            Verdict::NotApplicable(reason) => ("N/A", reason.as_str()),
         };
         println!(
             "{:<16} {result:<12} {:>8}  {detail}",

@@ -2,14 +2,20 @@
 //! 12 ms / 100 ms CFS quota (a group's CPU-local runtime starts at nothing), where a `spender`
 //! on CPU 0 spends the quota from the round's start; two `sleeper`s on CPU 1, moved into the
 //! new group while they sleep, wake 40 ms into the round to work 5 ms, beside a bystander
-//! `hog` of another cgroup. Before 6.18 the quota holds a sleeper as it is enqueued, with no
-//! task of the group leaving CPU 1 (6.18's task-based throttling holds it at the next tick
-//! instead). Each sleeper says, per round, how long it was kept off its CPU.
+//! `hog` of another cgroup. Before Linux 6.18 the quota holds a sleeper as it is enqueued
+//! (`check_enqueue_throttle` throttles the group's cfs_rq and takes it off the run queue), with
+//! no task of the group leaving CPU 1. Each sleeper says, per round, how long it was kept off its
+//! CPU.
+//!
+//! From 6.18 throttling is task-based: a throttled cfs_rq stays queued, and each of its tasks
+//! runs until its return to user space, where it is dequeued and switched out. No wakeup is held
+//! at its enqueue there, so the scenario does not apply (`not_applicable`).
 
+use std::fs;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 
 use super::cgroup::CpuCgroup;
@@ -51,6 +57,42 @@ pub struct Round {
 pub struct Truth {
     pub sleeper_tids: Vec<u32>,
     pub rounds: Vec<Round>,
+}
+
+/// Where the running kernel describes its types.
+const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
+/// A member of `struct cfs_rq` only task-based throttling has (the tasks it dequeued at their
+/// return to user space): Linux 6.18+, or a kernel with that series backported.
+const TASK_THROTTLE_MEMBER: &str = "throttled_limbo_list";
+
+/// Why the scenario cannot show a throttle at enqueue on this kernel, if it cannot.
+pub fn not_applicable() -> Result<Option<String>> {
+    let btf = fs::read(KERNEL_BTF).with_context(|| format!("read {KERNEL_BTF}"))?;
+    let task_based =
+        btf_names(&btf, TASK_THROTTLE_MEMBER).with_context(|| format!("{KERNEL_BTF} is no BTF"))?;
+    Ok(task_based.then(|| {
+        format!(
+            "not applicable on this kernel: its CFS throttling is task-based (cfs_rq has \
+             {TASK_THROTTLE_MEMBER}; Linux 6.18+), which holds a woken task at its return to \
+             user space, after a switch-out, never as it is enqueued"
+        )
+    }))
+}
+
+/// Whether the string section of the BTF blob `btf` holds `name`; None if `btf` is no BTF.
+fn btf_names(btf: &[u8], name: &str) -> Option<bool> {
+    const MAGIC: u16 = 0xeb9f;
+    let u32_at = |at: usize| -> Option<usize> {
+        let bytes = btf.get(at..at + 4)?.try_into().ok()?;
+        usize::try_from(u32::from_le_bytes(bytes)).ok()
+    };
+    if btf.get(0..2)? != MAGIC.to_le_bytes() {
+        return None;
+    }
+    // The header: magic, version, flags, hdr_len, type_off, type_len, str_off, str_len.
+    let start = u32_at(4)?.checked_add(u32_at(16)?)?;
+    let strings = btf.get(start..start.checked_add(u32_at(20)?)?)?;
+    Some(strings.split(|&b| b == 0).any(|s| s == name.as_bytes()))
 }
 
 pub fn run(window: &Window) -> Result<(Measured, Injected)> {
@@ -170,4 +212,43 @@ fn wake_and_work(window: &Window, due: u64) -> Result<u64> {
     }
     let worked = task::monotonic_ns() - woke;
     Ok(woke.saturating_sub(due).max(worked.saturating_sub(WORK_NS)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A BTF blob with no types and the strings `names`.
+    fn btf_with(names: &[&str]) -> Vec<u8> {
+        let mut strings = vec![0u8];
+        for name in names {
+            strings.extend_from_slice(name.as_bytes());
+            strings.push(0);
+        }
+        let mut btf = vec![0x9f, 0xeb, 1, 0];
+        for field in [24, 0, 0, 0, strings.len() as u32] {
+            btf.extend_from_slice(&field.to_le_bytes());
+        }
+        btf.extend_from_slice(&strings);
+        btf
+    }
+
+    #[test]
+    fn a_kernel_with_task_based_throttling_is_told_by_its_btf() {
+        let btf = btf_with(&["cfs_rq", "throttled_limbo_list", "throttle_count"]);
+        assert_eq!(btf_names(&btf, TASK_THROTTLE_MEMBER), Some(true));
+        let btf = btf_with(&["cfs_rq", "throttled_list", "throttle_count"]);
+        assert_eq!(btf_names(&btf, TASK_THROTTLE_MEMBER), Some(false));
+        // A prefix of a longer name is not the name.
+        let btf = btf_with(&["throttled_limbo_list_x"]);
+        assert_eq!(btf_names(&btf, TASK_THROTTLE_MEMBER), Some(false));
+    }
+
+    #[test]
+    fn what_is_not_btf_is_told_apart() {
+        assert_eq!(btf_names(b"ELF\0\0\0", TASK_THROTTLE_MEMBER), None);
+        let mut btf = btf_with(&["throttled_limbo_list"]);
+        btf.truncate(30);
+        assert_eq!(btf_names(&btf, TASK_THROTTLE_MEMBER), None);
+    }
 }
