@@ -98,7 +98,7 @@ pub fn flight_recording(report: &Report, trigger_ns: u64) -> Result<(), String> 
         .map(|s| {
             let (before, after) = around(s);
             format!(
-                "{:.1} s before its {} ms {} stall and {:.1} s after",
+                "{:.1} s before its {} ms {:?} stall and {:.1} s after",
                 before as f64 / 1e9,
                 s.duration_ns / 1_000_000,
                 s.kind,

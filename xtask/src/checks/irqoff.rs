@@ -2,7 +2,7 @@
 //! 1 ms waker there) allows, and the check that none the victim disproves was reported.
 
 use super::pretty;
-use super::report::{Gap, Report, Stall};
+use super::report::{Gap, Report, Stall, StallKind};
 
 /// An irqs-off gap on the victim's CPU is contradicted by the victim when it is longer than this
 /// many times the victim's worst stall, plus `IRQOFF_SLACK_NS`: interrupts off (or a stopped
@@ -56,7 +56,7 @@ pub fn sort_by_victim(
 ) -> IrqoffGaps<'_> {
     let mut gaps = IrqoffGaps::default();
     let ceiling = IRQOFF_VICTIM_FACTOR * victim_worst_stall_ns + IRQOFF_SLACK_NS;
-    for stall in report.stalls.iter().filter(|s| s.kind == "irqoff") {
+    for stall in report.stalls.iter().filter(|s| s.kind == StallKind::Irqoff) {
         gaps.all += 1;
         // The gap itself: run-queue waits merged into its stall can make the stall longer.
         let gap = stall.gap.unwrap_or(Gap {

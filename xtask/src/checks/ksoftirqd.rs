@@ -1,7 +1,7 @@
 //! The ksoftirqd check: per burst of the hog a takeover that ends when ksoftirqd ran and names
 //! the hog, NET_RX partly run in ksoftirqd, NET_RX time stolen from the hog, a stall naming it.
 
-use super::report::{Culprit, Report, Stall, StolenRow, Takeover};
+use super::report::{Culprit, Report, Stall, StallKind, StolenRow, Takeover};
 use super::{percent_of, pretty};
 use crate::scenario::ksoftirqd::{Burst, Switch, Truth};
 
@@ -251,7 +251,7 @@ pub fn check(report: &Report, truth: &Truth, cpu: u32) -> Result<(), String> {
     let named = report
         .stalls
         .iter()
-        .filter(|s| s.cpu == cpu && (s.kind == "ksoftirqd" || s.kind == "softirq"))
+        .filter(|s| s.cpu == cpu && matches!(s.kind, StallKind::Ksoftirqd | StallKind::Softirq))
         .filter(in_burst)
         .filter(|s| s.culprit.as_ref().is_some_and(is_hog))
         .count();

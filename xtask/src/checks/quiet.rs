@@ -2,11 +2,11 @@
 //! account, caused a stall or a ksoftirqd takeover, and the steal stalltop reports fits the host's.
 
 use super::pretty;
-use super::report::{Report, RunqEvent, Stall, Takeover};
+use super::report::{Report, RunqEvent, Stall, StallKind, Takeover};
 use crate::scenario::Cgroups;
 
-/// The stall kinds a scenario's own tasks can cause; "irqoff" gaps are the VM's or the sampler's.
-const CAUSED_KINDS: [&str; 3] = ["softirq", "ksoftirqd", "runq"];
+/// The stall kinds a scenario's own tasks can cause; irqoff gaps are the VM's or the sampler's.
+const CAUSED_KINDS: [StallKind; 3] = [StallKind::Softirq, StallKind::Ksoftirqd, StallKind::Runq];
 
 /// The hypervisor's steal on the scenario's CPU over the scenario, from /proc/stat.
 pub struct HostSteal {
@@ -64,7 +64,7 @@ pub fn check(report: &Report, cgroups: &Cgroups, host: &HostSteal) -> Result<usi
     let is_ours = |cgroup: Option<&str>| cgroup.is_some_and(|c| cgroups.all().any(|o| o == c));
     // A run-queue stall whose waiter waited under the threshold without the steal.
     let host_stretched = |stall: &Stall| {
-        stall.kind == "runq"
+        stall.kind == StallKind::Runq
             && stall.waited.wait_ns.is_some_and(|wait| {
                 wait.saturating_sub(stall.waited.steal_ns.unwrap_or(0)) < threshold
             })
@@ -72,13 +72,13 @@ pub fn check(report: &Report, cgroups: &Cgroups, host: &HostSteal) -> Result<usi
     let stalls: Vec<&Stall> = report
         .stalls
         .iter()
-        .filter(|stall| CAUSED_KINDS.contains(&stall.kind.as_str()))
+        .filter(|stall| CAUSED_KINDS.contains(&stall.kind))
         .filter(|stall| {
             // A foreign task kept waiting behind ours is not judged: how long it should wait
             // depends on its weight, cgroup and affinity, which the scenario does not know (seen:
             // a sandbox daemon waiting 49 ms on CPU 1 behind the 20%-busy victim).
-            let caused =
-                stall.kind != "runq" && is_ours(stall.culprit.as_ref().map(|c| c.cgroup.as_str()));
+            let caused = stall.kind != StallKind::Runq
+                && is_ours(stall.culprit.as_ref().map(|c| c.cgroup.as_str()));
             is_ours(stall.waited.cgroup.as_deref()) || caused
         })
         .filter(|stall| !host_stretched(stall))

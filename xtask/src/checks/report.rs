@@ -81,7 +81,7 @@ pub struct Stall {
     pub cpu: u32,
     pub start_ns: u64,
     pub duration_ns: u64,
-    pub kind: String,
+    pub kind: StallKind,
     /// The waits merged into the stall (its waiter's and any other task's on the CPU).
     pub waits: u64,
     pub waited: Waited,
@@ -91,6 +91,17 @@ pub struct Stall {
     pub throttled_cgroup: Option<String>,
     /// irqoff stalls: the longest gap between sampler ticks.
     pub gap: Option<Gap>,
+}
+
+/// What kind of waiting made a stall, as the report's JSON names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StallKind {
+    Runq,
+    Throttled,
+    Ksoftirqd,
+    Softirq,
+    Irqoff,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize)]

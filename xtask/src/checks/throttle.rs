@@ -4,7 +4,7 @@
 //! that ran meanwhile.
 
 use super::pretty;
-use super::report::{Report, Stall};
+use super::report::{Report, Stall, StallKind};
 use crate::scenario::CpuStatDelta;
 
 /// Absolute slack on the throttled-period count: stalltop and the scenario read the counters
@@ -115,7 +115,7 @@ fn check_stalls(report: &Report, truth: &CpuStatDelta, waiters: &str) -> Result<
 
 /// A `throttled` stall naming `quota` as the throttled cgroup and no task as its culprit.
 fn blames_quota(stall: &Stall, quota: &str) -> bool {
-    stall.kind == "throttled"
+    stall.kind == StallKind::Throttled
         && stall.culprit.is_none()
         && stall.throttled_cgroup.as_deref() == Some(quota)
 }

@@ -5,7 +5,7 @@
 //! the hypervisor's (its steal covers at least half of the wait); none may say the CPU was idle
 //! or name a task.
 
-use super::report::{Report, RunqEvent, Stall};
+use super::report::{Report, RunqEvent, Stall, StallKind};
 use super::{percent_of, pretty};
 use crate::scenario::throttle_enqueue::{self, ROUND_NS};
 use crate::scenario::CpuStatDelta;
@@ -50,7 +50,7 @@ fn event_verdict(event: &RunqEvent, quota: &str) -> Verdict {
 
 fn stall_verdict(stall: &Stall, quota: &str) -> Verdict {
     let wait = stall.waited.wait_ns.unwrap_or(stall.duration_ns);
-    if stall.kind == "throttled" && stall.throttled_cgroup.as_deref() == Some(quota) {
+    if stall.kind == StallKind::Throttled && stall.throttled_cgroup.as_deref() == Some(quota) {
         Verdict::Throttled
     } else if stall.waited.steal_ns.unwrap_or(0) * 2 >= wait {
         Verdict::Steal
@@ -59,7 +59,7 @@ fn stall_verdict(stall: &Stall, quota: &str) -> Verdict {
     } else if stall.waited.cpu_idle {
         Verdict::Idle
     } else {
-        Verdict::Task(format!("nobody named in a {} stall", stall.kind))
+        Verdict::Task(format!("nobody named in a {:?} stall", stall.kind))
     }
 }
 
