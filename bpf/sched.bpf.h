@@ -81,29 +81,24 @@ static __always_inline void runq_wait_record(struct runq_stats *s, __u64 wait)
 
 /* A task of `victim_cgroup` (stats `s`) waited `wait` ns, kept off its CPU
  * by `comm` of `culprit_cgroup`: count the episode by cause and culprit. */
-static __always_inline void preemption_record(struct runq_stats *s, __u64 victim_cgroup,
-					      __u64 culprit_cgroup, const __u8 *comm, bool kthread,
-					      __u64 wait)
+/* The culprit of `key` (the caller's, filled) kept a task of its victim
+ * cgroup waiting `wait` ns. */
+static __always_inline void preemption_record(struct runq_stats *s, const struct preemptor_key *key,
+					      bool kthread, __u64 wait)
 {
-	struct preemptor_key key = {
-		.victim_cgroup = victim_cgroup,
-		.preemptor_cgroup = culprit_cgroup,
-	};
+	static const struct preemptor_stats fresh = {};
 	struct preemptor_stats *p;
 
 	if (kthread)
 		s->preempted_kthread++;
-	else if (culprit_cgroup == victim_cgroup)
+	else if (key->preemptor_cgroup == key->victim_cgroup)
 		s->preempted_same_cgroup++;
 	else
 		s->preempted_other_cgroup++;
-	__builtin_memcpy(key.comm, comm, sizeof(key.comm));
-	p = bpf_map_lookup_elem(&preemptors, &key);
+	p = bpf_map_lookup_elem(&preemptors, key);
 	if (!p) {
-		struct preemptor_stats fresh = {};
-
-		bpf_map_update_elem(&preemptors, &key, &fresh, BPF_NOEXIST);
-		p = bpf_map_lookup_elem(&preemptors, &key);
+		bpf_map_update_elem(&preemptors, key, &fresh, BPF_NOEXIST);
+		p = bpf_map_lookup_elem(&preemptors, key);
 		if (!p) {
 			count(COUNTER_PREEMPTORS_FULL);
 			return;
@@ -117,21 +112,63 @@ static __always_inline void preemption_record(struct runq_stats *s, __u64 victim
  * product below stays far from overflow). */
 #define STEAL_SPAN_MAX_NS 4000000000ULL
 
-/* A remembered switch at `t` with steal clock `s`: the nearest ones at or
- * before `start` (lo) and at or after it (hi). */
-static __always_inline void steal_point(__u64 t, __u64 s, __u64 start, __u64 *lo_t, __u64 *lo_s,
-					__u64 *hi_t, __u64 *hi_s)
+/* The remembered switches nearest `start`, with their steal clocks: the
+ * latest at or before it (lo) and the earliest at or after it (hi). */
+struct steal_bracket {
+	__u64 start;
+	__u64 lo_t, lo_s;
+	__u64 hi_t, hi_s;
+};
+
+/* A remembered switch at `t` with steal clock `s` narrows bracket `b`. */
+static __always_inline void steal_point(struct steal_bracket *b, __u64 t, __u64 s)
 {
 	if (!t)
 		return; /* empty slot */
-	if (t <= start && t > *lo_t) {
-		*lo_t = t;
-		*lo_s = s;
+	if (t <= b->start && t > b->lo_t) {
+		b->lo_t = t;
+		b->lo_s = s;
 	}
-	if (t >= start && t < *hi_t) {
-		*hi_t = t;
-		*hi_s = s;
+	if (t >= b->start && t < b->hi_t) {
+		b->hi_t = t;
+		b->hi_s = s;
 	}
+}
+
+/* steal_during's bracket, per CPU (only sched_switch computes one, and
+ * it does not nest on a CPU): a global function takes no pointer before
+ * Linux 5.12. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct steal_bracket);
+} steal_brackets SEC(".maps");
+
+static __always_inline struct steal_bracket *this_steal_bracket(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&steal_brackets, &zero);
+}
+
+/* This CPU's slice `i` (its start and end switches) narrows this CPU's
+ * bracket. A global function: its caller learns nothing from the
+ * comparisons, which would otherwise split the verifier's states at each
+ * of the slices' switches, multiplying them through every one after
+ * (three quarters of sched_switch's verified instructions). */
+__noinline int steal_bracket_slice(__u32 i)
+{
+	struct steal_bracket *b = this_steal_bracket();
+	struct cpu_state *cs = this_cpu();
+	struct slice *sl;
+
+	if (!b || !cs)
+		return 0;
+	sl = &cs->slices[verified_slot(i, SLICES)];
+	steal_point(b, sl->start, sl->steal_start);
+	steal_point(b, sl->end, sl->steal_end);
+	return 0;
 }
 
 /* How much of [start, now] the hypervisor took from this vCPU: the steal
@@ -141,19 +178,19 @@ static __always_inline void steal_point(__u64 t, __u64 s, __u64 start, __u64 *lo
  * checks it once, not once per path of sched_switch. */
 __noinline __u64 steal_during(__u64 start, __u64 now, __u64 steal_now)
 {
-	struct cpu_state *cs = this_cpu();
-	__u64 lo_t = 0, lo_s = 0, hi_t = now, hi_s = steal_now, at_start, steal;
+	struct steal_bracket *b = this_steal_bracket();
+	__u64 at_start, steal, lo_t, lo_s, hi_t, hi_s;
 	__u32 i;
 
-	if (!cs)
+	if (!b)
 		return 0;
-
-	for (i = 0; i < SLICES; i++) {
-		steal_point(cs->slices[i].start, cs->slices[i].steal_start, start, &lo_t, &lo_s,
-			    &hi_t, &hi_s);
-		steal_point(cs->slices[i].end, cs->slices[i].steal_end, start, &lo_t, &lo_s, &hi_t,
-			    &hi_s);
-	}
+	*b = (struct steal_bracket){.start = start, .hi_t = now, .hi_s = steal_now};
+	for (i = 0; i < SLICES; i++)
+		steal_bracket_slice(i);
+	lo_t = b->lo_t;
+	lo_s = b->lo_s;
+	hi_t = b->hi_t;
+	hi_s = b->hi_s;
 	/* Steal beyond the elapsed time: a slot from before the first read. */
 	if (!lo_t || hi_t == lo_t || hi_t - lo_t > STEAL_SPAN_MAX_NS || hi_s < lo_s ||
 	    hi_s - lo_s > hi_t - lo_t)
@@ -169,7 +206,7 @@ __noinline __u64 steal_during(__u64 start, __u64 now, __u64 steal_now)
  * `ran_syscall` (-1: none) since `ran_since` (0: unknown);
  * cs->wait_throttle says whether a CPU quota kept it off instead. */
 static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_state *cs, __u64 now,
-					    __u64 wait, __u64 steal_now, struct task_struct *waiter,
+					    __u64 wait, __u64 steal_ns, struct task_struct *waiter,
 					    __u64 waiter_cgroup, const struct task_ref *holder,
 					    __s32 ran_syscall, __u64 ran_since,
 					    const struct carried_wait *cw)
@@ -179,8 +216,7 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_sta
 	if (!e)
 		return;
 	e->wait_ns = wait;
-	/* Only for a record that goes out (the rate limit may drop it). */
-	e->steal_us = steal_during(now - wait, now, steal_now) / 1000;
+	e->steal_us = steal_ns / 1000;
 	task_ref_set(btf, &e->waiter, waiter, waiter_cgroup);
 	e->ran = *holder;
 	e->ran_syscall = ran_syscall;
@@ -206,75 +242,179 @@ static __always_inline bool held_in_call(__u64 held, __u64 here_since, __u64 cal
 	return held && call_oncpu * 2 >= held;
 }
 
-/* `next` ran after waiting `wait` ns (at least PREEMPT_WAIT_MIN_NS), on
- * this CPU since `here_since` (earlier on others if `cw`): charge the
- * episode to the task that held a CPU longest meanwhile and report the
- * wait if it is over a threshold. */
-static __always_inline void wait_end(bool btf, struct cpu_state *cs, struct runq_stats *s,
-				     __u64 now, __u64 wait, __u64 here_since, __u64 steal_now,
-				     struct task_struct *next, bool next_is_ksoftirqd,
-				     __u64 next_cgroup, struct task_struct *prev, __u32 prev_tid,
-				     struct task_state *ps, const struct carried_wait *cw)
+/* What sched_switch hands to the global functions it calls beyond their
+ * numbers: before Linux 5.12 a global function takes no pointer, and it
+ * takes kernel pointers only as numbers. Per CPU: sched_switch does not
+ * nest on a CPU. */
+struct switch_args {
+	__u64 now;
+	__u64 next; /* struct task_struct *, read with BPF_CORE_READ */
+	__u32 prev_tid;
+	__u32 next_tid;
+	/* wait_end's: the wait, from when on this CPU (earlier on others if
+	 * `carried`, its entry in carried_waits), the waiter's cgroup */
+	__u64 wait;
+	__u64 here_since;
+	__u64 next_cgroup;
+	/* wait_holder's finding, and steal_during the wait if it is long
+	 * enough to report (called from sched_switch itself: a call chain
+	 * under wait_end would pass the 512 bytes of stack that kernels
+	 * before 6.13 allow all frames of a chain together) */
+	__u64 found;
+	__u64 steal_ns;
+	__u32 next_is_ksoftirqd;
+	__u32 carried;
+	__u32 has_stats; /* runq_stats_of(next_cgroup) has an entry */
+	/* the call prev's state follows (hooked syscalls), or -1 */
+	__s32 prev_call_nr;
+	__u64 prev_call_since;
+	__u64 prev_call_oncpu;
+	/* wait_end's own, kept here rather than on its stack: it is a frame
+	 * of sched_switch's deepest call chain */
+	struct task_ref holder;
+	struct preemptor_key preemptor;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct switch_args);
+} switch_args SEC(".maps");
+
+static __always_inline struct switch_args *this_switch_args(void)
 {
-	__u32 next_tid = FIELD(btf, next, pid), cpu = bpf_get_smp_processor_id();
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&switch_args, &zero);
+}
+
+/* The task this CPU switches to (this CPU's switch_args) ran after
+ * waiting at least PREEMPT_WAIT_MIN_NS: charge the episode to the task
+ * that held a CPU longest meanwhile and report the wait if it is over a
+ * threshold. The task leaving is the current one (sched_switch runs in
+ * its context). A global function: the verifier checks it once, not once
+ * per path of sched_switch, and only such waits pay for its call. */
+__noinline int wait_end(void)
+{
+	struct switch_args *a = this_switch_args();
+	struct cpu_state *cs = this_cpu();
+	struct task_struct *next, *prev = (struct task_struct *)bpf_get_current_task();
+	__u32 cpu = bpf_get_smp_processor_id(), next_tid, prev_tid, kthread;
+	__u64 now, wait, here_since, next_cgroup, found, held, held_since = 0, held_oncpu = 0;
+	const struct carried_wait *cw = NULL;
+	struct runq_stats *s = NULL;
+	struct task_ref *holder;
+	__s32 held_syscall = -1;
+	bool next_is_ksoftirqd;
+	int i;
+
+	if (!a || !cs)
+		return 0;
+	holder = &a->holder;
+	__builtin_memset(holder, 0, sizeof(*holder));
+	next = (struct task_struct *)a->next;
+	next_tid = a->next_tid;
+	prev_tid = a->prev_tid;
+	now = a->now;
+	wait = a->wait;
+	here_since = a->here_since;
+	next_cgroup = a->next_cgroup;
+	next_is_ksoftirqd = a->next_is_ksoftirqd;
+	if (a->carried)
+		cw = bpf_map_lookup_elem(&carried_waits, &next_tid);
+	if (a->has_stats)
+		s = runq_stats_of(next_cgroup);
+	found = a->found;
+	held = holder_held_ns(found);
+	i = held ? slice_of(cpu, holder_tid(found)) : -1;
+
+	cs->wait_throttle.cgroup = 0;
+	cs->wait_throttle.covered_ns = 0;
+	/* Only fair-class tasks are throttled by a CFS quota. */
+	if (BPF_CORE_READ(next, prio) >= MAX_RT_PRIO)
+		wait_throttle_judge(cs, cpu, next, here_since, now, wait, cw);
+
+	if (i >= 0 && i < SLICES) {
+		slice_holder(cs, i, holder, &kthread);
+	} else {
+		holder->pid = prev_tid ? BPF_CORE_READ(prev, tgid) : 0;
+		holder->tid = prev_tid;
+		holder->cgroup = prev_tid ? task_cgroup(false, prev) : 0;
+		bpf_probe_read_kernel(holder->comm, sizeof(holder->comm), &prev->comm);
+		kthread = !!(BPF_CORE_READ(prev, flags) & PF_KTHREAD);
+	}
+	/* A holder of the CPUs it waited on before outweighs this one's. */
+	if (cw && cw->held_ns > held && cw->holder.tid != holder->tid) {
+		*holder = cw->holder;
+		kthread = cw->kthread;
+	}
+	if (s && cs->wait_throttle.cgroup)
+		s->preempted_throttled++;
+	else if (s && holder->tid) {
+		a->preemptor.victim_cgroup = next_cgroup;
+		a->preemptor.preemptor_cgroup = holder->cgroup;
+		__builtin_memcpy(a->preemptor.comm, holder->comm, sizeof(a->preemptor.comm));
+		preemption_record(s, &a->preemptor, kthread, wait);
+	}
+	if (wait < (next_is_ksoftirqd ? stall_threshold_ns : runq_threshold_ns))
+		return 0;
+	/* The syscall the holder was in: from its state (hooked syscalls), or
+	 * the call the sampler found it in (sampled); named only if the
+	 * holder held the CPU inside it (held_in_call), not for a call it
+	 * blocked in as it left. */
+	if (holder->tid == prev_tid && a->prev_call_nr >= 0) {
+		held_syscall = a->prev_call_nr;
+		held_since = a->prev_call_since;
+		held_oncpu = a->prev_call_oncpu;
+	} else if (sampling_calls() && holder->tid) {
+		held_syscall = sampled_syscall_of(cs, holder->tid, now, &held_since, &held_oncpu);
+	}
+	if (held_syscall >= 0 && !held_in_call(held, here_since, held_since, held_oncpu))
+		held_syscall = -1;
+	runq_event_emit(false, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait,
+			a->steal_ns, next, next_cgroup, holder, held_syscall, held_since, cw);
+	return 0;
+}
+
+/* Hand a wait of `next` that ended now to wait_end, through this CPU's
+ * switch_args. */
+static __always_inline void wait_end_call(struct cpu_state *cs, __u64 now, __u64 wait,
+					  __u64 here_since, __u64 steal_now,
+					  struct task_struct *next, __u32 next_tid,
+					  __u64 next_cgroup, __u32 prev_tid, struct runq_stats *s,
+					  struct task_state *ps, struct carried_wait *cw)
+{
+	struct switch_args *args = this_switch_args();
+	bool follows = ps && call_followed(&ps->call);
+	bool ksoftirqd = next_tid == cs->ksoftirqd_tid;
+
+	if (!args)
+		return;
 	/* The open slice is the waiter's own, just begun: it counts nothing.
 	 * Idle never holds a CPU from a runnable ksoftirqd (never throttled,
 	 * never moved): idle's time in such a wait is softirqs run at irq
 	 * exits in idle's context, which slices tell from idle only in
 	 * proportion over the whole entry, and in a takeover they can outweigh
 	 * a hog that softirqs took most of the CPU from. */
-	__u64 found = wait_holder(cpu, here_since, now, next_tid, !next_is_ksoftirqd);
-	__u64 held = holder_held_ns(found);
-	int i = held ? slice_of(cpu, holder_tid(found)) : -1;
-	struct task_ref holder = {};
-	__s32 held_syscall = -1;
-	__u64 held_since = 0, held_oncpu = 0;
-	__u32 kthread;
-
-	cs->wait_throttle.cgroup = 0;
-	cs->wait_throttle.covered_ns = 0;
-	/* Only fair-class tasks are throttled by a CFS quota. */
-	if (FIELD(btf, next, prio) >= MAX_RT_PRIO)
-		wait_throttle_judge(cs, cpu, next, here_since, now, wait, cw);
-
-	if (i >= 0 && i < SLICES) {
-		slice_holder(cs, i, &holder, &kthread);
-	} else {
-		holder.pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
-		holder.tid = prev_tid;
-		holder.cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
-		/* (not comm_copy: clang would share its loads with the
-		 * memcpy in slice_holder, across map value and kernel
-		 * pointers) */
-		bpf_probe_read_kernel(holder.comm, sizeof(holder.comm), &prev->comm);
-		kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
-	}
-	/* A holder of the CPUs it waited on before outweighs this one's. */
-	if (cw && cw->held_ns > held && cw->holder.tid != holder.tid) {
-		holder = cw->holder;
-		kthread = cw->kthread;
-	}
-	if (s && cs->wait_throttle.cgroup)
-		s->preempted_throttled++;
-	else if (s && holder.tid)
-		preemption_record(s, next_cgroup, holder.cgroup, holder.comm, kthread, wait);
-	if (wait < (next_is_ksoftirqd ? stall_threshold_ns : runq_threshold_ns))
-		return;
-	/* The syscall the holder was in: from its state (hooked syscalls), or
-	 * the call the sampler found it in (sampled); named only if the
-	 * holder held the CPU inside it (held_in_call), not for a call it
-	 * blocked in as it left. */
-	if (holder.tid == prev_tid && ps && call_followed(&ps->call)) {
-		held_syscall = ps->call.nr;
-		held_since = ps->call.enter_ts;
-		held_oncpu = ps->call.oncpu_ns;
-	} else if (sampling_calls() && holder.tid) {
-		held_syscall = sampled_syscall_of(cs, holder.tid, now, &held_since, &held_oncpu);
-	}
-	if (held_syscall >= 0 && !held_in_call(held, here_since, held_since, held_oncpu))
-		held_syscall = -1;
-	runq_event_emit(btf, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait,
-			steal_now, next, next_cgroup, &holder, held_syscall, held_since, cw);
+	args->found = wait_holder(bpf_get_smp_processor_id(), here_since, now, next_tid, !ksoftirqd);
+	args->steal_ns = wait >= (ksoftirqd ? stall_threshold_ns : runq_threshold_ns) ?
+				 steal_during(now - wait, now, steal_now) :
+				 0;
+	args->now = now;
+	args->next = (__u64)next;
+	args->prev_tid = prev_tid;
+	args->next_tid = next_tid;
+	args->wait = wait;
+	args->here_since = here_since;
+	args->next_cgroup = next_cgroup;
+	args->next_is_ksoftirqd = ksoftirqd;
+	args->carried = cw != NULL;
+	args->has_stats = s != NULL;
+	args->prev_call_nr = follows ? ps->call.nr : -1;
+	args->prev_call_since = follows ? ps->call.enter_ts : 0;
+	args->prev_call_oncpu = follows ? ps->call.oncpu_ns : 0;
+	wait_end();
 }
 
 /* Whether `next` waited on this CPU's run queue and for how long, as the
@@ -437,8 +577,8 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	if (cs) {
 		/* Idle slices too: a wait spent beside an idle CPU is held by
 		 * nobody (tid 0), not by whoever ran before or after. */
-		slice_remember(btf, cs, prev, prev_tid, cs->current_since, now, steal_now);
-		softirq_stolen_settle(btf, cs, prev, prev_tid);
+		slice_remember(prev_tid, cs->current_since, now, steal_now);
+		softirq_stolen_settle(cs, prev_tid);
 		/* Idle has no sampler ticks: its time is no gap, and the steal
 		 * taken meanwhile (a vCPU woken from idle may wait for the host)
 		 * is no part of the next one. */
@@ -482,9 +622,8 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		if (s)
 			runq_wait_record(s, wait);
 		if (wait >= PREEMPT_WAIT_MIN_NS && cs)
-			wait_end(btf, cs, s, now, wait, here_since, steal_now, next,
-				 next_tid == cs->ksoftirqd_tid, next_cgroup, prev, prev_tid, ps,
-				 cw);
+			wait_end_call(cs, now, wait, here_since, steal_now, next, next_tid,
+				      next_cgroup, prev_tid, s, ps, cw);
 	}
 	/* After the wait's culprit: prev's sampled call names what it held. */
 	if (sampling_calls() && cs)

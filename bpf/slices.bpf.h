@@ -46,17 +46,22 @@ __noinline __u32 slice_slot(__u32 tid, __u64 start)
 	return slot;
 }
 
-/* `prev` held the CPU for [start, end]: remember the slice if it is long
- * enough to matter to a wait. */
-static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struct task_struct *prev,
-					   __u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
+/* The current task (thread `tid`, leaving the CPU: sched_switch runs in
+ * its context) held this CPU for [start, end]: remember the slice. A
+ * global function, so the verifier checks it once, not once per path of
+ * sched_switch; it takes no kernel pointer, so it reads the task's fields
+ * with BPF_CORE_READ. */
+__noinline int slice_keep(__u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
 {
-	__u64 softirq = cs->softirq_ns - cs->current_softirq;
-	__u32 slot;
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct cpu_state *cs = this_cpu();
 	struct slice *sl;
+	__u64 softirq;
+	__u32 slot;
 
-	if (end - start < SLICE_MIN_NS)
-		return;
+	if (!cs)
+		return 0;
+	softirq = cs->softirq_ns - cs->current_softirq;
 	slot = slice_slot(prev_tid, start);
 	sl = &cs->slices[slot & (SLICES - 1)];
 	if (slot & SLOT_EXTEND) {
@@ -68,9 +73,9 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 		/* A busy task's entry can last all its life: it names the
 		 * cgroup and name the task has now (a task moved into its
 		 * container after it started ran in the parent's first). */
-		sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
-		comm_copy(btf, sl->comm, prev);
-		return;
+		sl->cgroup = prev_tid ? task_cgroup(false, t) : 0;
+		comm_copy(false, sl->comm, t);
+		return 0;
 	}
 	sl->start = start;
 	sl->last_start = start;
@@ -80,10 +85,19 @@ static __always_inline void slice_remember(bool btf, struct cpu_state *cs, struc
 	sl->held_ns = end - start;
 	sl->softirq_ns = softirq;
 	sl->tid = prev_tid;
-	sl->pid = prev_tid ? FIELD(btf, prev, tgid) : 0;
-	sl->cgroup = prev_tid ? task_cgroup(btf, prev) : 0;
-	sl->kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
-	comm_copy(btf, sl->comm, prev);
+	sl->pid = prev_tid ? BPF_CORE_READ(t, tgid) : 0;
+	sl->cgroup = prev_tid ? task_cgroup(false, t) : 0;
+	sl->kthread = !!(BPF_CORE_READ(t, flags) & PF_KTHREAD);
+	comm_copy(false, sl->comm, t);
+	return 0;
+}
+
+/* The current task, leaving the CPU, held it for [start, end]: remember
+ * the slice if it is long enough to matter to a wait. */
+static __always_inline void slice_remember(__u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
+{
+	if (end - start >= SLICE_MIN_NS)
+		slice_keep(prev_tid, start, end, steal_end);
 }
 
 /* How much of [start, end] the span [from, to] covers. */

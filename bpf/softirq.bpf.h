@@ -175,7 +175,7 @@ static __always_inline void softirq_tick(bool btf, struct cpu_state *cs, __u32 t
 {
 	if (softirq_delay_ticks)
 		softirq_pending_tick(cs, current_rq(btf), now);
-	softirq_stolen_settle(btf, cs, current_task(btf), tid);
+	softirq_stolen_settle(cs, tid);
 }
 
 #endif /* STALLTOP_SOFTIRQ_BPF_H */

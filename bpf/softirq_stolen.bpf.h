@@ -43,26 +43,38 @@ static __always_inline void softirq_stolen_add(bool btf, struct task_struct *t, 
 		count(COUNTER_STOLEN_FULL);
 }
 
-/* Settle what softirqs took from thread `tid` (task `t`, the one running
- * on this CPU until now) since it was last settled. */
-static __always_inline void softirq_stolen_settle(bool btf, struct cpu_state *cs,
-						  struct task_struct *t, __u32 tid)
+/* Settle what softirqs took from the current task (thread `tid`: at a
+ * sampler tick, or leaving the CPU at a switch) since it was last settled.
+ * A global function: its loop over the vectors is verified once, not once
+ * per path of its callers. */
+__noinline int softirq_stolen_settle_all(__u32 tid)
 {
-	__u32 vectors = cs->stolen_vectors;
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct cpu_state *cs = this_cpu();
+	__u32 vectors;
 	int vec;
 
-	if (!vectors)
-		return;
+	if (!cs)
+		return 0;
+	vectors = cs->stolen_vectors;
 	cs->stolen_vectors = 0;
 	for (vec = 0; vec < NR_SOFTIRQ_VECTORS; vec++) {
 		if (!(vectors & (1U << vec)))
 			continue;
 		if (tid)
-			softirq_stolen_add(btf, t, tid, vec, cs->stolen_ns[vec],
-					   cs->stolen_runs[vec]);
+			softirq_stolen_add(false, t, tid, vec,
+					   cs->stolen_ns[vec], cs->stolen_runs[vec]);
 		cs->stolen_ns[vec] = 0;
 		cs->stolen_runs[vec] = 0;
 	}
+	return 0;
+}
+
+/* The same, when softirqs took anything since the last settling. */
+static __always_inline void softirq_stolen_settle(struct cpu_state *cs, __u32 tid)
+{
+	if (cs->stolen_vectors)
+		softirq_stolen_settle_all(tid);
 }
 
 #endif /* STALLTOP_SOFTIRQ_STOLEN_BPF_H */

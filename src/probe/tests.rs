@@ -3,6 +3,7 @@
 //! threads of ours fighting for one CPU, retries of attempts that foreign load contaminated,
 //! pinning, naming and timing threads, scratch cgroups, and reads of the probes' state.
 
+mod budget;
 mod fallback;
 mod fd_reuse;
 mod floor;

@@ -10,9 +10,11 @@ use super::guest_script::LOAD_CGROUP;
 use super::modes::Mode;
 use super::report::{ProbeFamily, Report};
 
-/// Half the verifier's 1,000,000-instruction limit: a program over it is one kernel release
-/// away from failing to load.
-pub const VERIFIED_INSNS_BUDGET: u64 = 500_000;
+/// A seventh of the verifier's 1,000,000-instruction limit, so that a program still loads on
+/// the next kernel, whose verifier may explore it differently (6.18's explored sched_switch
+/// 1.3x as far as 6.1's), and new diagnosis has room. The probe test
+/// `every_program_verifies_within_the_budget_in_every_mode` holds the same budget.
+pub const VERIFIED_INSNS_BUDGET: u64 = 150_000;
 /// The load's two spinners share one CPU: each waits out the other's slice, which CFS keeps
 /// under its 24 ms latency target on any CPU count, so they alone wait at least 40 times a
 /// second. Half of that. (Seen in 3 s records: 1,370-1,550 waits, the load's other tasks'
@@ -462,14 +464,14 @@ mod tests {
             r["probes"][1]["loaded"] = false.into();
             r["probes"][1]["load_ms"] = serde_json::Value::Null;
             r["probes"][1]["error"] = "the 6.1 verifier finds btf_sys_exit too complex".into();
-            r["probes"][0]["programs"][0]["verified_insns"] = 500_001.into();
+            r["probes"][0]["programs"][0]["verified_insns"] = 150_001.into();
             r["probes"][0]["programs"][1]["verified_insns"] = serde_json::Value::Null;
         });
         let failures = probes(&bad, "tp_btf");
         assert_eq!(
             failures,
             [
-                "sched/btf_sched_switch: 500001 verified instructions, over the budget of 500000",
+                "sched/btf_sched_switch: 150001 verified instructions, over the budget of 150000",
                 "sched/btf_sched_wakeup: verified_insns unknown on a kernel that reports it",
                 "family syscall did not load: the 6.1 verifier finds btf_sys_exit too complex",
             ]

@@ -48,7 +48,7 @@ pub fn render(kernels: &[KernelRun], command: &str, commit: &str) -> String {
          the probe tests, then `stalltop record` over a small load in every attach and syscall \
          mode, and checks the report. Load times under emulation are 10-20x those on hardware; \
          verified instruction counts do not depend on it. The budget of every program is \
-         {budget} verified instructions, half the verifier's limit.\n\n\
+         {budget} verified instructions, a seventh of the verifier's limit.\n\n\
          ## Tested kernels\n\n\
          | kernel | from | checks | notes |\n\
          |---|---|---|---|\n"
@@ -211,7 +211,7 @@ mod tests {
             "abc1234",
         );
         assert!(doc.contains("`cargo xtask kernel-matrix --write-docs` from commit abc1234;"));
-        assert!(doc.contains("budget of every program is 500,000 verified instructions"));
+        assert!(doc.contains("budget of every program is 150,000 verified instructions"));
         let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| ")).collect();
         assert_eq!(
             rows,
@@ -233,7 +233,7 @@ mod tests {
     #[test]
     fn thousands_are_separated() {
         assert_eq!(thousands(7), "7");
-        assert_eq!(thousands(500000), "500,000");
+        assert_eq!(thousands(150000), "150,000");
         assert_eq!(thousands(1234567), "1,234,567");
     }
 }
