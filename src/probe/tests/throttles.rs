@@ -144,13 +144,15 @@ fn raw_tp_a_throttled_wait_moved_to_another_cpu_is_a_throttle() {
 
 /// The enqueue test: each round makes a new cgroup with the quota (a group's CPU-local
 /// runtime starts at nothing, so its first task to wake on a CPU needs the spent global
-/// pool); a spender spends the quota on CPU 0 from the round's start; the sleeper on CPU 1,
-/// moved into the new group while it sleeps at JOIN, wakes at WAKE to work WORK and says
-/// how long it was kept off its CPU.
+/// pool); the sleeper on CPU 1 is moved into it while it sleeps, at JOIN; a spender then
+/// spends the quota on CPU 0; the sleeper wakes at WAKE to work WORK and says how long it
+/// was kept off its CPU.
 const ROUND_NS: u64 = 250 * MS;
 const ROUNDS: u64 = 5;
 const JOIN: u64 = 5 * MS;
-const WAKE: u64 = 40 * MS;
+/// Late enough for a spender whose fork took tens of ms (under emulation) to have spent the
+/// quota, early enough that the period's refill (100 ms after it began spending) is still due.
+const WAKE: u64 = 60 * MS;
 const WORK: u64 = 200_000;
 /// The spender spins this long each round: past the throttle the sleeper waits out.
 const SPEND: u64 = 150 * MS;
@@ -223,16 +225,22 @@ fn enqueue_throttles_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     drop(write_end);
     let mut groups = Vec::new();
     let mut records = Vec::new();
+    let mut joined_in_time = Vec::new();
     for round in 0..ROUNDS {
         let start = first + round * ROUND_NS;
         sleep_until(start);
         let group = ScratchCgroup::create();
         group.set_quota(QUOTA_US, PERIOD_US);
+        sleep_until(start + JOIN);
+        group.adopt(sleeper);
+        // Under emulation a step here can take tens of ms: a sleeper that joined its group
+        // only after it woke waited in its last round's group, so its round is not judged.
+        if host::monotonic_ns() < start + WAKE {
+            joined_in_time.push(round);
+        }
         let spender = group
             .fork_child_on_cpu(0, spend_the_quota)
             .expect("fork the spender");
-        sleep_until(start + JOIN);
-        group.adopt(sleeper);
         records.extend(session.poll(Duration::ZERO));
         assert!(reap(spender).is_some(), "the spender failed");
         groups.push(group);
@@ -254,16 +262,12 @@ fn enqueue_throttles_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     );
 
     let waits = long_waits_after(&records, sleeper as u32, first)?;
-    let held: Vec<u64> = (0..ROUNDS)
+    let held: Vec<u64> = joined_in_time
+        .iter()
+        .copied()
         .filter(|&r| kept[r as usize] >= LONG_WAIT_NS)
         .collect();
-    assert!(
-        held.len() >= MIN_HELD || config.features.release >= TASK_BASED_THROTTLING,
-        "the quota held the sleeper in rounds {held:?} only (kept off its CPU {kept:?} ns): it \
-         wakes {} ms into each round, after the spender spent the new group's quota",
-        WAKE / MS
-    );
-    for round in 0..ROUNDS {
+    for &round in &joined_in_time {
         let start = first + round * ROUND_NS;
         let in_round: Vec<RunqWait> = waits
             .iter()
@@ -287,6 +291,17 @@ fn enqueue_throttles_once(config: &ProbeConfig) -> Result<(), Contaminated> {
                 kept[round as usize] / MS
             );
         }
+    }
+    // Every round set up in time was judged; too few held ones say nothing of enqueue
+    // throttles. Where the kernel throttles at enqueue, that is a spender that started
+    // spending late (a slow fork: under emulation, tens of ms), so the attempt is retried.
+    if held.len() < MIN_HELD && config.features.release < TASK_BASED_THROTTLING {
+        return Err(Contaminated(format!(
+            "of the rounds whose sleeper joined its group in time, {joined_in_time:?}, the \
+             quota held it in {held:?} only (kept off its CPU {kept:?} ns): it wakes {} ms into \
+             each round, after the spender spent the new group's quota",
+            WAKE / MS
+        )));
     }
     Ok(())
 }
