@@ -397,7 +397,8 @@ static __always_inline void wait_end_call(struct cpu_state *cs, __u64 now, __u64
 	 * exits in idle's context, which slices tell from idle only in
 	 * proportion over the whole entry, and in a takeover they can outweigh
 	 * a hog that softirqs took most of the CPU from. */
-	args->found = wait_holder(bpf_get_smp_processor_id(), here_since, now, next_tid, !ksoftirqd);
+	args->found =
+		wait_holder(bpf_get_smp_processor_id(), here_since, now, next_tid, !ksoftirqd);
 	args->steal_ns = wait >= (ksoftirqd ? stall_threshold_ns : runq_threshold_ns) ?
 				 steal_during(now - wait, now, steal_now) :
 				 0;

@@ -62,8 +62,8 @@ __noinline int softirq_stolen_settle_all(__u32 tid)
 		if (!(vectors & (1U << vec)))
 			continue;
 		if (tid)
-			softirq_stolen_add(false, t, tid, vec,
-					   cs->stolen_ns[vec], cs->stolen_runs[vec]);
+			softirq_stolen_add(false, t, tid, vec, cs->stolen_ns[vec],
+					   cs->stolen_runs[vec]);
 		cs->stolen_ns[vec] = 0;
 		cs->stolen_runs[vec] = 0;
 	}
