@@ -26,6 +26,9 @@ struct Kept {
     /// When the sleeper first read its clock: a wait that ended before (the new thread's first
     /// wait for a CPU, behind the busy loops) is none of its measures.
     began_ns: u64,
+    /// When it last read its clock: a wait that ended after (the exiting thread preempted by
+    /// the test thread its exit wakes, or moved by the flipper) is none of its measures either.
+    ended_ns: u64,
     /// The longest from a sleep's due time to running again.
     latest_wakeup_ns: u64,
     /// The longest a stretch of work took beyond its CPU time (preempted, or moved while it
@@ -34,25 +37,30 @@ struct Kept {
     sleeps: u64,
 }
 
-/// Work WORK_NS of CPU time, then sleep SLEEP_NS, until `end`; what the clocks said.
+/// Work WORK_NS of CPU time, then sleep SLEEP_NS, until `end`; what the clocks said. Each
+/// reading of the clock ends one measure and begins the next, so that a wait while the loop
+/// runs falls in a measure (but for the instant between the last reading and the sleep).
 fn work_and_sleep(end: u64) -> Kept {
+    let mut now = host::monotonic_ns();
     let mut kept = Kept {
-        began_ns: host::monotonic_ns(),
+        began_ns: now,
         ..Kept::default()
     };
-    while host::monotonic_ns() < end {
-        let began = host::monotonic_ns();
+    while now < end {
         let cpu_until = thread_cpu_ns() + WORK_NS;
         while thread_cpu_ns() < cpu_until {
             std::hint::spin_loop();
         }
-        let worked = host::monotonic_ns() - began;
+        let worked_until = host::monotonic_ns();
+        let worked = worked_until - now;
         kept.longest_work_gap_ns = kept.longest_work_gap_ns.max(worked.saturating_sub(WORK_NS));
-        let due = host::monotonic_ns() + SLEEP_NS;
+        let due = worked_until + SLEEP_NS;
         sleep_until(due);
-        kept.latest_wakeup_ns = kept.latest_wakeup_ns.max(host::monotonic_ns() - due);
+        now = host::monotonic_ns();
+        kept.latest_wakeup_ns = kept.latest_wakeup_ns.max(now - due);
         kept.sleeps += 1;
     }
+    kept.ended_ns = now;
     kept
 }
 
@@ -116,7 +124,7 @@ fn sleeps_are_not_waits(config: ProbeConfig) {
     let limit = kept.latest_wakeup_ns.max(kept.longest_work_gap_ns) + TOLERANCE_NS;
     let waits: Vec<_> = runq_waits_of(&records, tid)
         .into_iter()
-        .filter(|w| w.ts_ns >= kept.began_ns)
+        .filter(|w| (kept.began_ns..=kept.ended_ns).contains(&w.ts_ns))
         .collect();
     let too_long: Vec<_> = waits.iter().filter(|w| w.wait_ns > limit).collect();
     assert!(
