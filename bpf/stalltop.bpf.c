@@ -12,6 +12,7 @@
 #include "softirq.bpf.h"
 #include "syscall.bpf.h"
 #include "sampler.bpf.h"
+#include "selfcheck.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -36,6 +37,7 @@ struct hardirq_event _hardirq_event = {};
 struct cpu_state _cpu_state = {};
 struct file_key _file_key = {};
 struct file_time _file_time = {};
+struct kernel_values _kernel_values = {};
 enum probe_kind _probe_kind = PROBE_SCHED_SWITCH;
 enum syscall_table_size _syscall_table_size = SYSCALL_NR_MAX;
 enum record_kind _record_kind = KIND_RUNQ;
@@ -46,6 +48,7 @@ enum syscall_arg_how _syscall_arg_how = SYSCALL_ARG_NONE;
 enum path_kind _path_kind = PATH_NONE;
 enum steal_source _steal_source = STEAL_NONE;
 enum irq_run_source _irq_run_source = IRQ_RUN_HANDLER;
+enum kernel_read _kernel_read = KERNEL_READ_SOFTIRQ_PENDING;
 
 /* sched_switch gained a 4th argument (prev_state) in 5.18; only the three
  * every kernel passes are declared, so no program reads past them. */
@@ -125,6 +128,17 @@ int BPF_PROG(set_ksoftirqd, __u64 tid)
 
 	if (cs)
 		cs->ksoftirqd_tid = (__u32)tid;
+	return 0;
+}
+
+/* Never attached: user space runs it on each CPU (BPF_PROG_TEST_RUN) to
+ * check, at start, the per-CPU values the probes read (args: the pending
+ * mask's distance from the run queue, where steal is read, KVM steal
+ * time's distance; see selfcheck.bpf.h). */
+SEC("?raw_tp")
+int BPF_PROG(read_kernel_values, __s64 pending_at, __u64 steal_from, __s64 steal_at)
+{
+	read_kernel_values_here(pending_at, steal_from, steal_at);
 	return 0;
 }
 

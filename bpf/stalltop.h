@@ -576,4 +576,20 @@ struct task_state {
 	__u64 queued_at;
 };
 
+/* Which reads of read_kernel_values succeeded (kernel_values.read). */
+enum kernel_read {
+	KERNEL_READ_SOFTIRQ_PENDING = 1,
+	KERNEL_READ_STEAL = 2,
+};
+
+/* What read_kernel_values read on one CPU (per-CPU map `kernel_values`),
+ * as the probes read it: the pending mask's low 16 bits, the steal clock
+ * as a u64. */
+struct kernel_values {
+	__u64 steal_ns;
+	__u16 softirq_pending;
+	__u16 read; /* KERNEL_READ_* bits */
+	__u32 pad;
+};
+
 #endif /* STALLTOP_H */

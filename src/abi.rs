@@ -59,4 +59,5 @@ plain_abi!(
     types::runq_slot,
     types::sample_event,
     types::hardirq_event,
+    types::kernel_values,
 );

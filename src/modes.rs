@@ -96,6 +96,48 @@ pub enum SoftirqDelay {
     Off,
 }
 
+/// How run-queue waits were timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunqWait {
+    /// The scheduler's own accounting (sched_info), read at each switch.
+    #[serde(rename = "sched_info")]
+    SchedInfo,
+    /// Programs on every wakeup (kernels without sched_info, or without the run queue
+    /// reachable from a task).
+    #[serde(rename = "wakeup")]
+    Wakeup,
+}
+
+impl RunqWait {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunqWait::SchedInfo => "sched_info",
+            RunqWait::Wakeup => "wakeup",
+        }
+    }
+}
+
+/// Where CFS throttles were seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Throttle {
+    /// In the kernel, at the switch a throttle causes: the waiting task's cfs_rq counts the
+    /// throttled groups above it (CONFIG_CFS_BANDWIDTH).
+    #[serde(rename = "throttle_count")]
+    ThrottleCount,
+    /// Only from each cgroup's cpu.stat.
+    #[serde(rename = "cpu.stat")]
+    CpuStat,
+}
+
+impl Throttle {
+    pub fn name(self) -> &'static str {
+        match self {
+            Throttle::ThrottleCount => "throttle_count",
+            Throttle::CpuStat => "cpu.stat",
+        }
+    }
+}
+
 /// Which cgroup hierarchy the cgroup ids of a run refer to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CgroupHierarchy {
@@ -126,7 +168,15 @@ macro_rules! display_by_name {
     )*};
 }
 
-display_by_name!(Attach, SyscallMode, SoftirqTime, CgroupHierarchy);
+display_by_name!(
+    Attach,
+    SyscallMode,
+    SoftirqTime,
+    CgroupHierarchy,
+    RunqWait,
+    Throttle,
+    StealSource
+);
 
 /// A step the cost guard (`--max-cpu`) takes down, in this order, when
 /// stalltop costs more than its budget, and back up, last first, when
@@ -194,6 +244,10 @@ mod tests {
         assert_eq!(json(SoftirqTime::Sampled), "\"sampled\"");
         assert_eq!(json(CgroupHierarchy::V1Cpu), "\"v1 cpu\"");
         assert_eq!(json(CgroupHierarchy::Unified), "\"unified\"");
+        assert_eq!(json(RunqWait::SchedInfo), "\"sched_info\"");
+        assert_eq!(json(RunqWait::Wakeup), "\"wakeup\"");
+        assert_eq!(json(Throttle::ThrottleCount), "\"throttle_count\"");
+        assert_eq!(json(Throttle::CpuStat), "\"cpu.stat\"");
         let back: CgroupHierarchy = serde_json::from_str("\"v1 cpu\"").unwrap();
         assert_eq!(back, CgroupHierarchy::V1Cpu);
     }
@@ -205,6 +259,15 @@ mod tests {
         }
         for a in [Attach::TpBtf, Attach::RawTp] {
             assert_eq!(json(a), format!("\"{a}\""));
+        }
+        for r in [RunqWait::SchedInfo, RunqWait::Wakeup] {
+            assert_eq!(json(r), format!("\"{r}\""));
+        }
+        for t in [Throttle::ThrottleCount, Throttle::CpuStat] {
+            assert_eq!(json(t), format!("\"{t}\""));
+        }
+        for s in [StealSource::None, StealSource::Kvm, StealSource::RunQueue] {
+            assert_eq!(json(s), format!("\"{s}\""));
         }
     }
 }
@@ -224,4 +287,14 @@ pub enum StealSource {
     /// are judged a tick after they end.
     #[serde(rename = "run queue")]
     RunQueue,
+}
+
+impl StealSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            StealSource::None => "none",
+            StealSource::Kvm => "kvm",
+            StealSource::RunQueue => "run queue",
+        }
+    }
 }

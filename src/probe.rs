@@ -13,6 +13,7 @@ mod preflight;
 mod refusal;
 mod sampler;
 mod sched_info;
+mod selfcheck;
 mod session;
 mod steps;
 #[cfg(test)]

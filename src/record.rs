@@ -56,7 +56,9 @@ mod tests {
 
     use super::*;
     use crate::histogram::Histogram;
-    use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, StealSource, SyscallMode};
+    use crate::modes::{
+        Attach, CgroupHierarchy, RunqWait, SoftirqTime, StealSource, SyscallMode, Throttle,
+    };
     use crate::stream::{
         CgroupRunq, CgroupThrottle, Counters, Entry, Header, HostInfo, KernelSnapshot, NameTable,
         Preemptor, ProgramCost, Settings, SoftirqStats, SoftirqStolen, SyscallStats,
@@ -86,6 +88,8 @@ mod tests {
                 softirq_time: SoftirqTime::Exact,
                 softirq_delay_timing: None,
                 steal: StealSource::None,
+                runq_wait: Some(RunqWait::SchedInfo),
+                throttle: Some(Throttle::ThrottleCount),
             },
             warnings: vec!["CPU X-ray sampler is off: test".into()],
             probes: vec![],

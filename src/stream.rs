@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::cpulist::CpuList;
 use crate::histogram::Histogram;
 use crate::modes::{
-    Attach, CgroupHierarchy, SoftirqDelay, SoftirqTime, StealSource, Step, SyscallMode,
+    Attach, CgroupHierarchy, RunqWait, SoftirqDelay, SoftirqTime, StealSource, Step, SyscallMode,
+    Throttle,
 };
 use crate::vm::Machine;
 
@@ -133,6 +134,12 @@ pub struct Settings {
     /// before this field: none).
     #[serde(default = "no_steal")]
     pub steal: StealSource,
+    /// How run-queue waits were timed (recordings before this field: not said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runq_wait: Option<RunqWait>,
+    /// Where CFS throttles were seen (recordings before this field: not said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<Throttle>,
 }
 
 impl Settings {

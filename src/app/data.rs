@@ -173,6 +173,8 @@ mod tests {
                 softirq_time: SoftirqTime::Exact,
                 softirq_delay_timing: None,
                 steal: StealSource::None,
+                runq_wait: None,
+                throttle: None,
             },
             warnings: vec![],
             probes: vec![],

@@ -12,7 +12,9 @@ use crate::event::testing::{
     runq_record, sample_record, softirq_record, syscall_record, task, throttled_runq_record,
 };
 use crate::histogram::Histogram;
-use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, StealSource, Step, SyscallMode};
+use crate::modes::{
+    Attach, CgroupHierarchy, RunqWait, SoftirqTime, StealSource, Step, SyscallMode, Throttle,
+};
 use crate::record::{self, Recording, Writer};
 use crate::stream::{
     CgroupRunq, CgroupThrottle, Counters, Entry, GuardState, Header, HostInfo, KernelSnapshot,
@@ -70,6 +72,8 @@ pub fn header(cpus: u32) -> Header {
             softirq_time: SoftirqTime::Exact,
             softirq_delay_timing: None,
             steal: StealSource::None,
+            runq_wait: Some(RunqWait::SchedInfo),
+            throttle: Some(Throttle::ThrottleCount),
         },
         warnings: vec![],
         probes: vec![],

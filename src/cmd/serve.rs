@@ -73,6 +73,10 @@ pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure
             None => "; no CPU budget".into(),
         }
     );
+    // What did not come up, or was turned off at start, one line each.
+    for warning in &source.info.warnings {
+        eprintln!("stalltop: {warning}");
+    }
 
     let mut flight = FlightCounts::default();
     let mut degraded = Vec::new();

@@ -40,6 +40,8 @@ pub(crate) fn header() -> Header {
             softirq_time: SoftirqTime::Exact,
             softirq_delay_timing: None,
             steal: StealSource::None,
+            runq_wait: None,
+            throttle: None,
         },
         warnings: vec![],
         probes: vec![],

@@ -132,6 +132,7 @@ mod tests {
             steal_time_from_rq: None,
             softirq_pending_from_rq: Some(-89_136),
             btf_mismatch: None,
+            throttle_count: true,
         };
         let maskless = KernelFeatures {
             softirq_pending_from_rq: None,

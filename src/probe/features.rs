@@ -6,6 +6,7 @@
 use libbpf_rs::btf::{types, Btf, BtfType, ReferencesType};
 
 use super::sched_info;
+use crate::modes::{RunqWait, Throttle};
 
 /// A kernel release as `uname -r` starts: major.minor.patch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -69,6 +70,10 @@ pub struct KernelFeatures {
     /// The first of those per-CPU values whose BTF type is not what the
     /// probes read (its distance is None).
     pub btf_mismatch: Option<BtfMismatch>,
+    /// CONFIG_CFS_BANDWIDTH: each cfs_rq counts the throttled groups above
+    /// it (`throttle_count`), so the scheduler probes see a throttle at the
+    /// switch it causes.
+    pub throttle_count: bool,
 }
 
 impl KernelFeatures {
@@ -104,6 +109,9 @@ impl KernelFeatures {
             steal_time_from_rq: places.steal_time_from_rq,
             softirq_pending_from_rq: places.softirq_pending_from_rq,
             btf_mismatch: places.btf_mismatch,
+            throttle_count: btf
+                .as_ref()
+                .is_some_and(|btf| struct_has_member(btf, "cfs_rq", "throttle_count")),
         }
     }
 
@@ -111,6 +119,25 @@ impl KernelFeatures {
     /// sched_info, or without the run queue it is read against.
     pub fn runq_from_wakeup(&self) -> bool {
         self.runq_from_wakeup_because().is_some()
+    }
+
+    /// How the scheduler probes time run-queue waits on this kernel.
+    pub fn runq_wait(&self) -> RunqWait {
+        if self.runq_from_wakeup() {
+            RunqWait::Wakeup
+        } else {
+            RunqWait::SchedInfo
+        }
+    }
+
+    /// Where the scheduler probes see CFS throttles on this kernel: in the kernel where a
+    /// task's cfs_rq counts the throttled groups above it, else only from cpu.stat.
+    pub fn throttle(&self) -> Throttle {
+        if self.throttle_count && self.rq_from_task {
+            Throttle::ThrottleCount
+        } else {
+            Throttle::CpuStat
+        }
     }
 
     /// Why run-queue waits must be timed from wakeup hooks, if they must.
@@ -165,6 +192,7 @@ impl PerCpuPlaces {
 /// variable, or a field of one, and the sizes in bytes of the integer the
 /// probes may read there.
 struct PerCpuValue {
+    value: PerCpu,
     variable: &'static str,
     field: Option<&'static str>,
     sizes: &'static [u32],
@@ -173,6 +201,7 @@ struct PerCpuValue {
 /// KVM's steal time (x86 guest kernels): its first field, the vCPU's steal
 /// clock in ns, read as a u64.
 const STEAL_TIME: &[PerCpuValue] = &[PerCpuValue {
+    value: PerCpu::StealTime,
     variable: "steal_time",
     field: Some("steal"),
     sizes: &[8],
@@ -184,26 +213,37 @@ const STEAL_TIME: &[PerCpuValue] = &[PerCpuValue {
 /// low half of a little-endian u32.
 const SOFTIRQ_PENDING: &[PerCpuValue] = &[
     PerCpuValue {
+        value: PerCpu::SoftirqPending,
         variable: "__softirq_pending",
         field: None,
         sizes: &[2, 4],
     },
     PerCpuValue {
+        value: PerCpu::SoftirqPending,
         variable: "pcpu_hot",
         field: Some("softirq_pending"),
         sizes: &[2, 4],
     },
     PerCpuValue {
+        value: PerCpu::SoftirqPending,
         variable: "irq_stat",
         field: Some("__softirq_pending"),
         sizes: &[2, 4],
     },
 ];
 
+/// The per-CPU values the probes read by address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerCpu {
+    SoftirqPending,
+    StealTime,
+}
+
 /// A per-CPU value whose BTF type is not the integer the probes read:
 /// they leave it alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BtfMismatch {
+    pub value: PerCpu,
     pub variable: &'static str,
     pub field: Option<&'static str>,
     /// The size the kernel's BTF gives it; 0 when it is no integer.
@@ -259,6 +299,7 @@ fn distance_from_rq(btf: &Btf<'_>, places: &[PerCpuValue]) -> Result<Option<i64>
         let bytes = integer_bytes(ty);
         if !place.sizes.contains(&bytes) {
             return Err(BtfMismatch {
+                value: place.value,
                 variable: place.variable,
                 field: place.field,
                 bytes,
@@ -272,7 +313,7 @@ fn distance_from_rq(btf: &Btf<'_>, places: &[PerCpuValue]) -> Result<Option<i64>
 /// The byte offset and type of the plain (not bit) field `field` of the
 /// struct or union `ty`, looked for in its anonymous struct and union
 /// members too.
-pub(super) fn member_place<'btf>(
+fn member_place<'btf>(
     btf: &'btf Btf<'btf>,
     ty: BtfType<'btf>,
     field: &str,
@@ -292,6 +333,15 @@ pub(super) fn member_place<'btf>(
         }
     });
     found
+}
+
+/// The byte offset of `field` in this kernel's `struct rq`: tests point
+/// the per-CPU reads at it to force a wrong place.
+#[cfg(test)]
+pub(super) fn rq_field_offset(field: &str) -> Option<i64> {
+    let btf = Btf::from_vmlinux().ok()?;
+    let rq = btf.type_by_name::<types::Struct<'_>>("rq")?;
+    member_place(&btf, *rq, field).map(|(offset, _)| offset)
 }
 
 /// The size in bytes of `ty` if it is an integer (through typedefs and

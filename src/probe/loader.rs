@@ -20,8 +20,10 @@ use super::family::{enable_programs, families, ProbeFamily};
 use super::prealloc::{self, HashShape};
 use super::skel::types::steal_source;
 use super::skel::{types, OpenStalltopSkel, StalltopSkel, StalltopSkelBuilder};
-use super::{libbpf_log, refusal, sampler, ProbeError};
-use crate::modes::{Attach, AttachMode, SoftirqDelay, SoftirqTime, StealSource, SyscallMode};
+use super::{libbpf_log, refusal, sampler, selfcheck, ProbeError};
+use crate::modes::{
+    Attach, AttachMode, RunqWait, SoftirqDelay, SoftirqTime, StealSource, SyscallMode, Throttle,
+};
 use crate::stream::{ProbeLoad, ProgramLoad};
 use crate::syscall_table;
 
@@ -89,6 +91,10 @@ pub struct Loaded<'obj> {
     /// An exact session with the sampled-call code loaded too: the cost
     /// guard may take its hooks off.
     pub exact_steps_to_sampled: bool,
+    /// Where steal is read, once the start-up check proved it (else none).
+    pub steal: StealSource,
+    pub runq_wait: RunqWait,
+    pub throttle: Throttle,
 }
 
 impl<'obj> Loaded<'obj> {
@@ -152,7 +158,9 @@ pub fn load_refusing<'obj>(
     };
     let (first, second) = storage.0.split_at_mut(FAMILIES);
     let mut slots = [first, second].into_iter();
-    let mut refused = Vec::new();
+    let checked = selfcheck::check(config);
+    let config = &checked.config;
+    let mut refused: Vec<ProbeLoad> = checked.load.into_iter().collect();
     let mut last_error = None;
     for &attach in attaches {
         let slots = slots.next().expect("storage for every attach mode");
@@ -160,6 +168,7 @@ pub fn load_refusing<'obj>(
             Ok(mut loaded) => {
                 refused.append(&mut loaded.probes);
                 loaded.probes = refused;
+                loaded.warnings.extend(checked.warnings);
                 return Ok(loaded);
             }
             Err((error, mut probes)) => {
@@ -192,6 +201,9 @@ fn load_attach<'obj>(
         sample_hz: config.sample_hz,
         exact_steps_to_sampled: config.syscalls == SyscallMode::Exact
             && config.sampled_calls_loaded(),
+        steal: config.steal,
+        runq_wait: config.features.runq_wait(),
+        throttle: config.features.throttle(),
     };
     if let Some(why) = config.features.runq_from_wakeup_because() {
         loaded.warnings.push(format!(

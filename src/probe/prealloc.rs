@@ -80,6 +80,7 @@ mod tests {
             steal_time_from_rq: None,
             softirq_pending_from_rq: None,
             btf_mismatch: None,
+            throttle_count: true,
         }
     }
 

@@ -9,7 +9,9 @@ use libbpf_rs::{RingBuffer, RingBufferBuilder};
 
 use super::loader::{self, Loaded, ObjectStorage, ProbeConfig};
 use super::{maps, ProbeError};
-use crate::modes::{Attach, SoftirqDelay, SoftirqTime, Step, SyscallMode};
+use crate::modes::{
+    Attach, RunqWait, SoftirqDelay, SoftirqTime, StealSource, Step, SyscallMode, Throttle,
+};
 use crate::stream::{KernelSnapshot, ProbeLoad};
 
 /// What loaded, for headers and the UI.
@@ -21,6 +23,10 @@ pub struct ProbeInfo {
     /// How softirq run time and delays are timed, given what attached.
     pub softirq_time: SoftirqTime,
     pub softirq_delay: SoftirqDelay,
+    /// Where steal is read, once checked at start.
+    pub steal: StealSource,
+    pub runq_wait: RunqWait,
+    pub throttle: Throttle,
     /// Families and optional parts that did not come up.
     pub warnings: Vec<String>,
     /// What each family's load did.
@@ -69,6 +75,9 @@ impl<'obj> Session<'obj> {
             syscalls: self.loaded.syscalls,
             softirq_time: self.loaded.softirq_time,
             softirq_delay: self.loaded.softirq_delay,
+            steal: self.loaded.steal,
+            runq_wait: self.loaded.runq_wait,
+            throttle: self.loaded.throttle,
             warnings: self.loaded.warnings.clone(),
             probes: self.loaded.probes.clone(),
         }

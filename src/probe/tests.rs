@@ -15,6 +15,7 @@ mod prune;
 mod runq_stacks;
 mod sampled;
 mod sched;
+mod selfcheck;
 mod sleepers;
 mod softirq;
 mod steal;

@@ -24,15 +24,10 @@ fn sampler_steal_ns(loaded: &loader::Loaded<'_>) -> Vec<u64> {
 fn proc_stat_steal_ns() -> Vec<(usize, u64)> {
     // SAFETY: sysconf has no preconditions.
     let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    std::fs::read_to_string("/proc/stat")
-        .unwrap()
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let cpu = fields.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
-            let steal: u64 = fields.nth(7)?.parse().ok()?;
-            Some((cpu, steal * 1_000_000_000 / ticks_per_s))
-        })
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    crate::probe::selfcheck::proc_stat_steal_ns(&stat, ticks_per_s)
+        .into_iter()
+        .map(|(cpu, ns)| (cpu as usize, ns))
         .collect()
 }
 
