@@ -110,6 +110,21 @@ fn settings(report: &Report, expected: &Expected, failures: &mut Vec<String>) {
         )),
         None => failures.push("the report has no settings.softirq_delay".into()),
     }
+    // Every kernel of the matrix has CONFIG_SCHED_INFO, CONFIG_FAIR_GROUP_SCHED and
+    // CONFIG_CFS_BANDWIDTH.
+    for (name, said, wanted) in [
+        ("runq_wait", &settings.runq_wait, "sched_info"),
+        ("throttle", &settings.throttle, "throttle_count"),
+    ] {
+        match said {
+            Some(method) if method == wanted => {}
+            Some(method) => failures.push(format!("settings.{name} is {method:?}, not {wanted:?}")),
+            None => failures.push(format!("the report has no settings.{name}")),
+        }
+    }
+    if settings.steal.is_none() {
+        failures.push("the report has no settings.steal".into());
+    }
     // The guest mounts cgroup2 alone: stalltop must attribute by the unified hierarchy.
     if settings.cgroup_hierarchy != "unified" {
         failures.push(format!(
@@ -252,6 +267,10 @@ fn softirqs(report: &Report, expected: &Expected, failures: &mut Vec<String>) {
     }
 }
 
+/// The family of the start-up check: its program is run, never attached, a raw_tp program in
+/// every attach mode.
+const SELFCHECK: &str = "selfcheck";
+
 /// Every probe family loaded in `attach`, and every program within the verifier budget.
 pub fn probes(report: &Report, attach: &str) -> Vec<String> {
     let Some(families) = &report.probes else {
@@ -277,6 +296,7 @@ fn family_failures(family: &ProbeFamily, attach: &str) -> Vec<String> {
     } else if let Some(error) = &family.error {
         failures.push(format!("family {name} loaded with an error: {error}"));
     }
+    let attach = if name == SELFCHECK { "raw_tp" } else { attach };
     if family.attach != attach {
         failures.push(format!(
             "family {name} attached as {}, not {attach}",
@@ -486,6 +506,50 @@ mod tests {
         assert_eq!(
             probes(&missing, "tp_btf"),
             ["the report has no `probes`: how each family loaded is unknown"]
+        );
+    }
+
+    #[test]
+    fn runq_waits_must_come_from_sched_info_and_throttles_from_the_kernel() {
+        let wakeups = fixture(|r| r["settings"]["runq_wait"] = "wakeup".into());
+        assert_eq!(
+            report(&wakeups, &exact()),
+            ["settings.runq_wait is \"wakeup\", not \"sched_info\""]
+        );
+        let cpu_stat = fixture(|r| r["settings"]["throttle"] = "cpu.stat".into());
+        assert_eq!(
+            report(&cpu_stat, &exact()),
+            ["settings.throttle is \"cpu.stat\", not \"throttle_count\""]
+        );
+        let unsaid = fixture(|r| {
+            let settings = r["settings"].as_object_mut().unwrap();
+            settings.remove("throttle");
+            settings.remove("steal");
+        });
+        assert_eq!(
+            report(&unsaid, &exact()),
+            [
+                "the report has no settings.throttle",
+                "the report has no settings.steal"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_start_up_check_is_a_raw_tp_program_in_every_attach_mode() {
+        let checked = |attach: &str| {
+            fixture(|r| {
+                r["probes"].as_array_mut().unwrap().push(serde_json::json!({
+                    "family": "selfcheck", "attach": attach, "loaded": true, "load_ms": 95,
+                    "error": null,
+                    "programs": [{"name": "read_kernel_values", "verified_insns": 63}]
+                }))
+            })
+        };
+        assert_eq!(probes(&checked("raw_tp"), "tp_btf"), Vec::<String>::new());
+        assert_eq!(
+            probes(&checked("tp_btf"), "tp_btf"),
+            ["family selfcheck attached as tp_btf, not raw_tp"]
         );
     }
 

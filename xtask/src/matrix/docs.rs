@@ -1,11 +1,13 @@
-//! docs/kernels.md: the tested kernels, and per kernel, attach mode and syscall mode each probe
-//! family's load time and each program's verified instructions. Rendering only.
+//! docs/kernels.md: the tested kernels, and per kernel how each signal is measured there, its
+//! largest program, and per attach mode and syscall mode each probe family's load time and each
+//! program's verified instructions. Rendering only.
 
 use std::fmt::Write;
+use std::time::Duration;
 
 use super::checks::VERIFIED_INSNS_BUDGET;
 use super::modes::Mode;
-use super::report::ProbeFamily;
+use super::report::{Methods, ProbeFamily};
 
 /// One kernel's line of the table.
 #[derive(Debug)]
@@ -18,6 +20,8 @@ pub struct KernelRun {
     pub note: &'static str,
     /// Failed checks of the whole run on this kernel.
     pub failures: usize,
+    /// The guest's wall time (boot, probe tests, every mode); None for the host.
+    pub wall: Option<Duration>,
     pub modes: Vec<ModeRun>,
 }
 
@@ -29,8 +33,12 @@ pub struct ModeRun {
 
 #[derive(Debug)]
 pub enum ModeOutcome {
-    /// The recording's report, with its `probes` when the report has them.
-    Recorded(Option<Vec<ProbeFamily>>),
+    /// The recording's report: how it measured each signal, and its `probes` when the report
+    /// has them.
+    Recorded {
+        methods: Methods,
+        probes: Option<Vec<ProbeFamily>>,
+    },
     /// No report: why.
     Failed(String),
 }
@@ -48,35 +56,111 @@ pub fn render(kernels: &[KernelRun], command: &str, commit: &str) -> String {
          the probe tests, then `stalltop record` over a small load in every attach and syscall \
          mode, and checks the report. Load times under emulation are 10-20x those on hardware; \
          verified instruction counts do not depend on it. The budget of every program is \
-         {budget} verified instructions, a seventh of the verifier's limit.\n\n\
+         {budget} verified instructions, a seventh of the verifier's limit: a program over it \
+         fails the matrix. Each kernel's largest program is named with its share of the \
+         budget.\n\n\
+         How each signal is measured is what stalltop's loader decided on that kernel, as the \
+         recording's settings say: softirq run time timed from each softirq's entry to its \
+         exit (**exact**); softirq delays started by sampler **ticks** that find the vector \
+         pending (the pending mask read at its BTF place, proven at start) or **exact** from \
+         a program on every raise; the steal source that interrupt runs and irqs-off gaps are \
+         corrected by (**kvm** steal time, the **run queue**'s steal clock, each proven \
+         against /proc/stat at start, or **none**); run-queue waits from the scheduler's \
+         **sched_info** or timed from **wakeup** hooks; CFS throttles seen in the kernel \
+         through each cfs_rq's **throttle_count**, or from **cpu.stat** alone.\n\n\
          ## Tested kernels\n\n\
-         | kernel | from | checks | notes |\n\
-         |---|---|---|---|\n"
+         | kernel | from | checks | wall time | notes |\n\
+         |---|---|---|---:|---|\n"
     );
     for kernel in kernels {
         let checks = match kernel.failures {
             0 => "all passed".to_string(),
             n => format!("{n} failed"),
         };
+        let wall = kernel
+            .wall
+            .map_or(String::new(), |wall| format!("{} s", wall.as_secs()));
         let _ = writeln!(
             doc,
-            "| {} | {} | {checks} | {} |",
+            "| {} | {} | {checks} | {wall} | {} |",
             kernel.release, kernel.source, kernel.note
         );
     }
     for kernel in kernels {
+        let _ = write!(doc, "\n## {}\n\n", kernel.release);
+        methods_table(&mut doc, &kernel.modes);
+        largest_program(&mut doc, &kernel.modes);
         let _ = write!(
             doc,
-            "\n## {}\n\n\
-             | attach | syscalls | family | load | program | verified insns |\n\
-             |---|---|---|---:|---|---:|\n",
-            kernel.release
+            "\n| attach | syscalls | family | load | program | verified insns |\n\
+             |---|---|---|---:|---|---:|\n"
         );
         for run in &kernel.modes {
             mode_rows(&mut doc, run);
         }
     }
     doc
+}
+
+/// How each signal was measured, a row per recorded mode.
+fn methods_table(doc: &mut String, modes: &[ModeRun]) {
+    let _ = write!(
+        doc,
+        "| attach | syscalls | softirq time | softirq delay | steal source | run-queue waits | \
+         throttles |\n|---|---|---|---|---|---|---|\n"
+    );
+    for run in modes {
+        let ModeOutcome::Recorded { methods, .. } = &run.outcome else {
+            continue;
+        };
+        let said = |text: &str| match text {
+            "" => "(not said)".to_string(),
+            "sampled" => "ticks".to_string(),
+            other => other.to_string(),
+        };
+        let _ = writeln!(
+            doc,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            run.mode.attach.flag,
+            run.mode.syscalls.name,
+            said(&methods.softirq_time),
+            said(&methods.softirq_delay),
+            said(&methods.steal),
+            said(&methods.runq_wait),
+            said(&methods.throttle)
+        );
+    }
+}
+
+/// The program with the most verified instructions in any mode, and its share of the budget.
+fn largest_program(doc: &mut String, modes: &[ModeRun]) {
+    let mut largest: Option<(&str, u64)> = None;
+    for run in modes {
+        let ModeOutcome::Recorded {
+            probes: Some(families),
+            ..
+        } = &run.outcome
+        else {
+            continue;
+        };
+        for program in families.iter().flat_map(|family| &family.programs) {
+            let Some(insns) = program.verified_insns else {
+                continue;
+            };
+            if largest.is_none_or(|(_, most)| insns > most) {
+                largest = Some((&program.name, insns));
+            }
+        }
+    }
+    let _ = match largest {
+        Some((name, insns)) => writeln!(
+            doc,
+            "\nLargest program: {name}, {} verified instructions ({}% of the budget).",
+            thousands(insns),
+            insns * 100 / VERIFIED_INSNS_BUDGET
+        ),
+        None => writeln!(doc, "\nLargest program: none with a verified count."),
+    };
 }
 
 fn mode_rows(doc: &mut String, run: &ModeRun) {
@@ -86,11 +170,14 @@ fn mode_rows(doc: &mut String, run: &ModeRun) {
             let _ = writeln!(doc, "| {mode} | | | {} | |", cell(why));
             return;
         }
-        ModeOutcome::Recorded(None) => {
+        ModeOutcome::Recorded { probes: None, .. } => {
             let _ = writeln!(doc, "| {mode} | | | the report has no `probes` | |");
             return;
         }
-        ModeOutcome::Recorded(Some(families)) => families,
+        ModeOutcome::Recorded {
+            probes: Some(families),
+            ..
+        } => families,
     };
     for family in families {
         if !family.loaded {
@@ -173,25 +260,36 @@ mod tests {
         refused.loaded = false;
         refused.load_ms = None;
         refused.error = Some("the 6.1 verifier finds btf_sys_exit too complex".into());
+        let methods = Methods {
+            softirq_time: "exact".into(),
+            softirq_delay: "exact".into(),
+            steal: "kvm".into(),
+            runq_wait: "sched_info".into(),
+            throttle: String::new(),
+        };
         let kernels = [KernelRun {
             release: "6.1.0-56-rt-amd64".into(),
             source: "Debian linux-image-6.1.0-56-rt-amd64-unsigned 6.1.192-2".into(),
             note: "PREEMPT_RT",
             failures: 2,
+            wall: Some(Duration::from_secs(312)),
             modes: vec![
                 ModeRun {
                     mode: mode(0, 1),
-                    outcome: ModeOutcome::Recorded(Some(vec![
-                        family(
-                            "sched",
-                            1812,
-                            &[
-                                ("btf_sched_switch", Some(23456)),
-                                ("btf_sched_wakeup", None),
-                            ],
-                        ),
-                        refused,
-                    ])),
+                    outcome: ModeOutcome::Recorded {
+                        methods,
+                        probes: Some(vec![
+                            family(
+                                "sched",
+                                1812,
+                                &[
+                                    ("btf_sched_switch", Some(23_456)),
+                                    ("btf_sched_wakeup", None),
+                                ],
+                            ),
+                            refused,
+                        ]),
+                    },
                 },
                 ModeRun {
                     mode: mode(1, 1),
@@ -201,7 +299,16 @@ mod tests {
                 },
                 ModeRun {
                     mode: mode(1, 2),
-                    outcome: ModeOutcome::Recorded(None),
+                    outcome: ModeOutcome::Recorded {
+                        methods: Methods {
+                            softirq_time: "exact".into(),
+                            softirq_delay: "sampled".into(),
+                            steal: "run queue".into(),
+                            runq_wait: "sched_info".into(),
+                            throttle: "throttle_count".into(),
+                        },
+                        probes: None,
+                    },
                 },
             ],
         }];
@@ -212,13 +319,21 @@ mod tests {
         );
         assert!(doc.contains("`cargo xtask kernel-matrix --write-docs` from commit abc1234;"));
         assert!(doc.contains("budget of every program is 150,000 verified instructions"));
+        assert!(doc.contains(
+            "\nLargest program: btf_sched_switch, 23,456 verified instructions (15% of the \
+             budget).\n"
+        ));
         let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| ")).collect();
         assert_eq!(
             rows,
             [
-                "| kernel | from | checks | notes |",
+                "| kernel | from | checks | wall time | notes |",
                 "| 6.1.0-56-rt-amd64 | Debian linux-image-6.1.0-56-rt-amd64-unsigned 6.1.192-2 \
-                 | 2 failed | PREEMPT_RT |",
+                 | 2 failed | 312 s | PREEMPT_RT |",
+                "| attach | syscalls | softirq time | softirq delay | steal source | \
+                 run-queue waits | throttles |",
+                "| tp-btf | exact | exact | exact | kvm | sched_info | (not said) |",
+                "| raw-tp | off | exact | ticks | run queue | sched_info | throttle_count |",
                 "| attach | syscalls | family | load | program | verified insns |",
                 "| tp-btf | exact | sched | 1,812 ms | btf_sched_switch | 23,456 |",
                 "| tp-btf | exact | sched | 1,812 ms | btf_sched_wakeup | ? |",

@@ -5,7 +5,7 @@ use super::checks::{self, Expected};
 use super::docs::{ModeOutcome, ModeRun};
 use super::guest_output::{self, GuestOutput, Section, TestResult};
 use super::guest_script::Plan;
-use super::report::Report;
+use super::report::{Methods, Report};
 
 /// Exit status of a step busybox `timeout -s KILL` stopped at its limit.
 const KILLED: i32 = 128 + 9;
@@ -58,7 +58,10 @@ pub fn judge(output: &GuestOutput, target: Target, plan: &Plan) -> Judged {
                         .into_iter()
                         .map(|failure| format!("{tag}: {failure}")),
                 );
-                ModeOutcome::Recorded(report.probes)
+                ModeOutcome::Recorded {
+                    methods: Methods::of(&report.settings),
+                    probes: report.probes,
+                }
             }
         };
         modes.push(ModeRun { mode, outcome });
@@ -220,7 +223,7 @@ mod tests {
         assert_eq!(judged.modes.len(), 2);
         assert!(matches!(
             &judged.modes[0].outcome,
-            ModeOutcome::Recorded(Some(families)) if families.len() == 3
+            ModeOutcome::Recorded { probes: Some(families), .. } if families.len() == 3
         ));
     }
 

@@ -14,15 +14,18 @@ pub const PROBE_TESTS: &str = "/usr/libexec/stalltop-tests";
 /// The cgroup the load runs in (the report must attribute its waits to it).
 pub const LOAD_CGROUP: &str = "/kernel-matrix-load";
 /// The probe tests that run in guests (libtest filters, space-separated): what the kernel
-/// offers (BTF places, features), loading and refusals, the scheduler's waits, holders and
-/// throttles, hooked syscalls, a throttled wait moved between CPUs (tp_btf; raw_tp runs the
-/// same judgement). Not the throttle at enqueue: under emulation a cgroup move takes longer
-/// than its rounds allow (the sleeper joined its group in time in 1 or 2 rounds of 5). The
-/// other probe modules need the host (a block device for hardirqs, KVM steal) or take
-/// longer under TCG than a guest's limit allows.
+/// offers (BTF places, features) and the start-up check of them, loading and refusals, the
+/// scheduler's waits, holders and throttles, hooked syscalls, a throttled wait moved between
+/// CPUs and a sleeper moved while asleep (tp_btf; raw_tp runs the same judgements; the latter
+/// matters from 6.12, where delayed dequeue keeps a sleeper queued). Not the throttle at
+/// enqueue: under emulation a cgroup move takes longer than its rounds allow (its sleeper
+/// joined its group in time in 1 or 2 rounds of 5). The other probe modules need the host (a
+/// block device for hardirqs, KVM steal) or take longer under TCG than a guest's limit
+/// allows.
 pub const PROBE_TEST_FILTER: &str = "probe::features:: probe::tests::fallback:: \
-     probe::tests::sched:: probe::tests::syscall_hooks:: \
-     probe::tests::throttles::tp_btf_a_throttled_wait_moved";
+     probe::tests::sched:: probe::tests::selfcheck:: probe::tests::syscall_hooks:: \
+     probe::tests::throttles::tp_btf_a_throttled_wait_moved \
+     probe::tests::sleepers::tp_btf_a_sleeper_moved_while_asleep";
 /// How often the guest says on its console that it runs (the host kills a guest that stays
 /// silent much longer: `qemu::Guest::silence_limit`).
 pub const HEARTBEAT: Duration = Duration::from_secs(15);

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use super::checks;
 use super::docs::{ModeOutcome, ModeRun};
 use super::modes::Mode;
-use super::report::Report;
+use super::report::{Methods, Report};
 use crate::scenario::command;
 
 /// Records in every mode on the host: what each gave and each probe family check that failed.
@@ -36,7 +36,10 @@ pub fn run(
                         .into_iter()
                         .map(|failure| format!("host {tag}: {failure}")),
                 );
-                ModeOutcome::Recorded(report.probes)
+                ModeOutcome::Recorded {
+                    methods: Methods::of(&report.settings),
+                    probes: report.probes,
+                }
             }
             Err(err) => {
                 failures.push(format!("host {tag}: {err:#}"));

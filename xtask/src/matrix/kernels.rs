@@ -1,5 +1,5 @@
-//! The kernels of the matrix: the newest Debian 6.1 kernel of each flavour the archive has,
-//! downloaded with apt once and kept, unpacked, under the cache directory.
+//! The kernels of the matrix: the newest Debian 6.1 and 6.12 kernel of each flavour the archive
+//! has, downloaded with apt once and kept, unpacked, under the cache directory.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -9,15 +9,34 @@ use anyhow::{bail, Context, Result};
 
 use crate::scenario::command;
 
-/// The Debian kernel series the matrix boots (Debian 12's).
-const SERIES: &str = "6.1.0";
+/// A Debian kernel series: how its package names number the builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Series {
+    /// The package name up to the build number: `linux-image-6.1.0-` (ABI 56 of Debian 12's
+    /// 6.1), `linux-image-6.12.` (patch level 117 of the 6.12 Debian 12 has from bookworm's
+    /// security updates).
+    prefix: &'static str,
+    /// Whether the number is followed by the Debian release it was built for: `117+deb12`.
+    deb_release: bool,
+}
 
-/// One Debian kernel flavour.
+const DEBIAN_6_1: Series = Series {
+    prefix: "linux-image-6.1.0-",
+    deb_release: false,
+};
+const DEBIAN_6_12: Series = Series {
+    prefix: "linux-image-6.12.",
+    deb_release: true,
+};
+
+/// One Debian kernel flavour of one series.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flavour {
-    /// Short name for output and options: `generic`, `cloud`, `rt`.
+    /// Short name for output and options: `6.1-generic`, `6.12-cloud`, ...
     pub name: &'static str,
-    /// What follows the ABI number in the package name: `linux-image-6.1.0-56-<suffix>-unsigned`.
+    pub series: Series,
+    /// What follows the build number in the package name:
+    /// `linux-image-6.1.0-56-<suffix>-unsigned`, `linux-image-6.12.117+deb12-<suffix>-unsigned`.
     pub suffix: &'static str,
     /// A PREEMPT_RT kernel: softirqs run in threads.
     pub preempt_rt: bool,
@@ -27,23 +46,42 @@ pub struct Flavour {
 
 pub const FLAVOURS: &[Flavour] = &[
     Flavour {
-        name: "generic",
+        name: "6.1-generic",
+        series: DEBIAN_6_1,
         suffix: "amd64",
         preempt_rt: false,
         note: "PREEMPT_DYNAMIC, voluntary preemption",
     },
     Flavour {
-        name: "cloud",
+        name: "6.1-cloud",
+        series: DEBIAN_6_1,
         suffix: "cloud-amd64",
         preempt_rt: false,
         note: "trimmed drivers (no 9p)",
     },
     Flavour {
-        name: "rt",
+        name: "6.1-rt",
+        series: DEBIAN_6_1,
         suffix: "rt-amd64",
         preempt_rt: true,
         note: "PREEMPT_RT: TIMER softirqs run in the ktimers/N threads, NET_RX in the thread \
                that raised it; stalltop charges their time to those threads",
+    },
+    Flavour {
+        name: "6.12-generic",
+        series: DEBIAN_6_12,
+        suffix: "amd64",
+        preempt_rt: false,
+        note: "PREEMPT_DYNAMIC, voluntary preemption; the preempt count and the pending \
+               softirq mask inside `pcpu_hot`",
+    },
+    Flavour {
+        name: "6.12-cloud",
+        series: DEBIAN_6_12,
+        suffix: "cloud-amd64",
+        preempt_rt: false,
+        note: "trimmed drivers (no 9p); the preempt count and the pending softirq mask inside \
+               `pcpu_hot`",
     },
 ];
 
@@ -51,11 +89,11 @@ pub const FLAVOURS: &[Flavour] = &[
 #[derive(Clone, Debug)]
 pub struct Kernel {
     pub flavour: Flavour,
-    /// `linux-image-6.1.0-56-amd64-unsigned`.
+    /// `linux-image-6.1.0-56-amd64-unsigned`, `linux-image-6.12.117+deb12-amd64-unsigned`.
     pub package: String,
-    /// The package's version: `6.1.192-2`.
+    /// The package's version: `6.1.192-2`, `6.12.117-1~deb12u1`.
     pub version: String,
-    /// What `uname -r` says in the guest: `6.1.0-56-amd64`.
+    /// What `uname -r` says in the guest: `6.1.0-56-amd64`, `6.12.117+deb12-amd64`.
     pub release: String,
     pub vmlinuz: PathBuf,
 }
@@ -63,27 +101,40 @@ pub struct Kernel {
 impl Flavour {
     /// The `apt-cache search --names-only` pattern of this flavour's packages.
     fn search_pattern(&self) -> String {
+        let deb_release = if self.series.deb_release {
+            "\\+deb[0-9]+"
+        } else {
+            ""
+        };
         format!(
-            "^linux-image-{}-[0-9]+-{}-unsigned$",
-            SERIES.replace('.', "\\."),
+            "^{}[0-9]+{deb_release}-{}-unsigned$",
+            self.series.prefix.replace('.', "\\."),
             self.suffix
         )
     }
 
-    /// The package of this flavour with the highest ABI number in `apt-cache search` output
+    /// The package of this flavour with the highest build number in `apt-cache search` output
     /// (lines `NAME - DESCRIPTION`).
     pub fn newest_package(&self, search_output: &str) -> Option<String> {
-        let prefix = format!("linux-image-{SERIES}-");
         let suffix = format!("-{}-unsigned", self.suffix);
         search_output
             .lines()
             .filter_map(|line| line.split_whitespace().next())
             .filter_map(|name| {
-                let abi = name.strip_prefix(&prefix)?.strip_suffix(&suffix)?;
-                let abi: u32 = abi.parse().ok()?;
-                Some((abi, name))
+                let build = name
+                    .strip_prefix(self.series.prefix)?
+                    .strip_suffix(&suffix)?;
+                let number = match build.split_once("+deb") {
+                    Some((number, release)) if self.series.deb_release => {
+                        release.parse::<u32>().ok()?;
+                        number
+                    }
+                    None if !self.series.deb_release => build,
+                    _ => return None,
+                };
+                Some((number.parse::<u32>().ok()?, name))
             })
-            .max_by_key(|&(abi, _)| abi)
+            .max_by_key(|&(number, _)| number)
             .map(|(_, name)| name.to_string())
     }
 }
@@ -191,6 +242,10 @@ linux-image-6.1.0-9-amd64-unsigned - Linux 6.1 for 64-bit PCs
 linux-image-6.1.0-56-cloud-amd64-unsigned - Linux 6.1 for x86-64 cloud
 linux-image-6.1.0-53-amd64-unsigned - Linux 6.1 for 64-bit PCs
 linux-image-6.1.0-53-rt-amd64-unsigned - Linux 6.1 for 64-bit PCs, PREEMPT_RT
+linux-image-6.12.99+deb12-amd64-unsigned - Linux 6.12 for 64-bit PCs
+linux-image-6.12.117+deb12-amd64-unsigned - Linux 6.12 for 64-bit PCs
+linux-image-6.12.117+deb12-cloud-amd64-unsigned - Linux 6.12 for x86-64 cloud
+linux-image-6.12.120+deb13-rt-amd64-unsigned - Linux 6.12 for 64-bit PCs, PREEMPT_RT
 ";
 
     fn flavour(name: &str) -> Flavour {
@@ -198,20 +253,41 @@ linux-image-6.1.0-53-rt-amd64-unsigned - Linux 6.1 for 64-bit PCs, PREEMPT_RT
     }
 
     #[test]
-    fn the_newest_package_is_the_highest_abi_of_the_flavour_compared_as_a_number() {
+    fn the_newest_package_is_the_highest_build_of_the_flavour_compared_as_a_number() {
+        let newest = |name: &str| flavour(name).newest_package(SEARCH);
         assert_eq!(
-            flavour("generic").newest_package(SEARCH).as_deref(),
+            newest("6.1-generic").as_deref(),
             Some("linux-image-6.1.0-53-amd64-unsigned")
         );
         assert_eq!(
-            flavour("cloud").newest_package(SEARCH).as_deref(),
+            newest("6.1-cloud").as_deref(),
             Some("linux-image-6.1.0-56-cloud-amd64-unsigned")
         );
         assert_eq!(
-            flavour("rt").newest_package(SEARCH).as_deref(),
+            newest("6.1-rt").as_deref(),
             Some("linux-image-6.1.0-53-rt-amd64-unsigned")
         );
-        assert_eq!(flavour("rt").newest_package(""), None);
+        assert_eq!(
+            newest("6.12-generic").as_deref(),
+            Some("linux-image-6.12.117+deb12-amd64-unsigned")
+        );
+        assert_eq!(
+            newest("6.12-cloud").as_deref(),
+            Some("linux-image-6.12.117+deb12-cloud-amd64-unsigned")
+        );
+        assert_eq!(flavour("6.1-rt").newest_package(""), None);
+    }
+
+    #[test]
+    fn the_search_patterns_name_each_series_packages() {
+        assert_eq!(
+            flavour("6.1-rt").search_pattern(),
+            "^linux-image-6\\.1\\.0-[0-9]+-rt-amd64-unsigned$"
+        );
+        assert_eq!(
+            flavour("6.12-cloud").search_pattern(),
+            "^linux-image-6\\.12\\.[0-9]+\\+deb[0-9]+-cloud-amd64-unsigned$"
+        );
     }
 
     #[test]

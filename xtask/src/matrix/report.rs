@@ -39,6 +39,39 @@ pub struct Settings {
     /// `sampled` (sampler ticks start softirq delays) or `exact` (from the raise); absent from
     /// reports of a stalltop that timed them as it timed run time.
     pub softirq_delay: Option<String>,
+    /// Where steal is read: `kvm`, `run queue` or `none`; absent from a stalltop that does not
+    /// say.
+    #[serde(default)]
+    pub steal: Option<String>,
+    /// `sched_info` or `wakeup`; absent from a stalltop that does not say.
+    #[serde(default)]
+    pub runq_wait: Option<String>,
+    /// Where throttles are seen: `throttle_count` or `cpu.stat`; absent if not said.
+    #[serde(default)]
+    pub throttle: Option<String>,
+}
+
+/// How one recording measured each signal, from its settings ("" where it does not say).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Methods {
+    pub softirq_time: String,
+    pub softirq_delay: String,
+    pub steal: String,
+    pub runq_wait: String,
+    pub throttle: String,
+}
+
+impl Methods {
+    pub fn of(settings: &Settings) -> Methods {
+        let said = |value: &Option<String>| value.clone().unwrap_or_default();
+        Methods {
+            softirq_time: settings.softirq_time.clone(),
+            softirq_delay: said(&settings.softirq_delay),
+            steal: said(&settings.steal),
+            runq_wait: said(&settings.runq_wait),
+            throttle: said(&settings.throttle),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
