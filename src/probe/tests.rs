@@ -381,14 +381,48 @@ impl ScratchCgroup {
     }
 
     /// As `run_child_on_cpu`; on success, how often the child was switched
-    /// out: voluntarily (it slept) and involuntarily (it was preempted).
+    /// out while it ran `work`: voluntarily (it slept) and involuntarily (it
+    /// was preempted). Not counted: its switches while it joined the cgroup
+    /// and moved to `cpu`, which can block (for an RCU grace period, or on a
+    /// lock, more often where spinlocks sleep as on PREEMPT_RT), and whose
+    /// waits end before it is in the cgroup or on `cpu`.
     fn run_child_on_cpu_switching(&self, cpu: usize, work: fn()) -> Option<(u64, u64)> {
-        reap(self.fork_child_on_cpu(cpu, work)?)
+        use std::io::Read;
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two new fds into `fds`.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both fds are new and owned here only.
+        let (read_end, write_end) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let child = self.fork_child_reporting(cpu, work, Some(write_end.as_raw_fd()));
+        drop(write_end); // the child's copy is the only writer left
+        if !reap(child?) {
+            return None;
+        }
+        let mut counts = [0u8; 16];
+        std::fs::File::from(read_end).read_exact(&mut counts).ok()?;
+        let (voluntary, involuntary) = counts.split_at(8);
+        Some((
+            u64::from_ne_bytes(voluntary.try_into().unwrap()),
+            u64::from_ne_bytes(involuntary.try_into().unwrap()),
+        ))
     }
 
     /// Fork a child that joins this cgroup, pins itself to `cpu`, runs `work` and exits;
     /// its pid (`reap` it), or None if fork failed.
     fn fork_child_on_cpu(&self, cpu: usize, work: fn()) -> Option<libc::pid_t> {
+        self.fork_child_reporting(cpu, work, None)
+    }
+
+    /// As `fork_child_on_cpu`; with `report`, the child writes to that fd how often it was
+    /// switched out while it ran `work` (voluntarily, then involuntarily: two u64s).
+    fn fork_child_reporting(
+        &self,
+        cpu: usize,
+        work: fn(),
+        report: Option<std::os::fd::RawFd>,
+    ) -> Option<libc::pid_t> {
         let procs = self.procs_file();
         // SAFETY: after fork the child only makes async-signal-safe calls
         // (open, write, close, sched_setaffinity, raw syscalls, _exit).
@@ -402,7 +436,17 @@ impl ScratchCgroup {
                     libc::CPU_SET(cpu, &mut set);
                     let pinned = libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0;
                     if joined && pinned {
+                        let before = own_switches();
                         work();
+                        let after = own_switches();
+                        if let Some(fd) = report {
+                            let mut counts = [0u8; 16];
+                            counts[..8].copy_from_slice(&(after.0 - before.0).to_ne_bytes());
+                            counts[8..].copy_from_slice(&(after.1 - before.1).to_ne_bytes());
+                            if libc::write(fd, counts.as_ptr().cast(), 16) != 16 {
+                                libc::_exit(1);
+                            }
+                        }
                         libc::_exit(0);
                     }
                     libc::_exit(1);
@@ -426,17 +470,25 @@ impl ScratchCgroup {
     }
 }
 
-/// Wait for forked child `child`; how often it was switched out (voluntarily, involuntarily)
-/// if it exited 0.
-pub(super) fn reap(child: libc::pid_t) -> Option<(u64, u64)> {
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 writes it and the status for our own child.
+/// How often the calling process was switched out: voluntarily and involuntarily
+/// (getrusage: a raw syscall, safe in a forked child).
+fn own_switches() -> (u64, u64) {
+    // SAFETY: rusage is plain data; getrusage writes it.
     unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
-        let exited = libc::wait4(child, &mut status, 0, &mut usage) == child
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        (usage.ru_nvcsw as u64, usage.ru_nivcsw as u64)
+    }
+}
+
+/// Wait for forked child `child`; whether it exited 0.
+pub(super) fn reap(child: libc::pid_t) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status of our own child.
+    unsafe {
+        libc::waitpid(child, &mut status, 0) == child
             && libc::WIFEXITED(status)
-            && libc::WEXITSTATUS(status) == 0;
-        exited.then_some((usage.ru_nvcsw as u64, usage.ru_nivcsw as u64))
+            && libc::WEXITSTATUS(status) == 0
     }
 }
 

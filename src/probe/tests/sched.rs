@@ -92,9 +92,9 @@ fn tp_btf_probes_timing_waits_from_wakeups_count_each_wakeup() {
         .filter(|(map, _)| map == "tasks" || map == "runq_by_cgroup")
         .map(|(_, n)| n)
         .sum();
-    // Each time it was switched out, it waited once to run again (a sleep whose timer fired
-    // while it was still runnable, preempted before it slept, is no sleep), give or take the
-    // switches of its start (before it joined the cgroup) and exit.
+    // Each time it was switched out while it slept on, it waited once to run again (a sleep
+    // whose timer fired while it was still runnable, preempted before it slept, is no sleep),
+    // give or take the waits at its edges: the one that brought it to CPU, and its exit.
     let switches = slept + preempted;
     assert!(
         slept >= SLEEPS / 2,

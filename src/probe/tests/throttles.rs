@@ -114,7 +114,7 @@ fn moved_throttles_once(config: &ProbeConfig) -> Result<(), Contaminated> {
         pin_process(child, (flip as usize + 1) % 2);
         records.extend(session.poll(Duration::ZERO));
     }
-    assert!(reap(child).is_some(), "the quota'd spinner failed");
+    assert!(reap(child), "the quota'd spinner failed");
     records.extend(session.poll(Duration::from_millis(100)));
 
     let waits = long_waits_after(&records, child as u32, start + PRIMING_FLIPS * FLIP_NS)?;
@@ -242,10 +242,10 @@ fn enqueue_throttles_once(config: &ProbeConfig) -> Result<(), Contaminated> {
             .fork_child_on_cpu(0, spend_the_quota)
             .expect("fork the spender");
         records.extend(session.poll(Duration::ZERO));
-        assert!(reap(spender).is_some(), "the spender failed");
+        assert!(reap(spender), "the spender failed");
         groups.push(group);
     }
-    assert!(reap(sleeper).is_some(), "the sleeper failed");
+    assert!(reap(sleeper), "the sleeper failed");
     records.extend(session.poll(Duration::from_millis(100)));
     let mut bytes = Vec::new();
     kept_reader
