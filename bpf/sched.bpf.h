@@ -79,10 +79,9 @@ static __always_inline void runq_wait_record(struct runq_stats *s, __u64 wait)
 		s->max_ns = wait;
 }
 
-/* A task of `victim_cgroup` (stats `s`) waited `wait` ns, kept off its CPU
- * by `comm` of `culprit_cgroup`: count the episode by cause and culprit. */
 /* The culprit of `key` (the caller's, filled) kept a task of its victim
- * cgroup waiting `wait` ns. */
+ * cgroup (stats `s`) waiting `wait` ns: count the episode by cause and
+ * culprit. */
 static __always_inline void preemption_record(struct runq_stats *s, const struct preemptor_key *key,
 					      bool kthread, __u64 wait)
 {
@@ -262,6 +261,15 @@ struct switch_args {
 	 * before 6.13 allow all frames of a chain together) */
 	__u64 found;
 	__u64 steal_ns;
+	/* prev's stretch on this CPU: since when, and the softirqs run in it */
+	__u64 stretch_since;
+	__u64 stretch_softirq;
+	/* wait_end's verdict for why_record: the part of the wait a throttle
+	 * covered, and whether its holder (`holder`) is a kernel thread, or
+	 * this CPU's ksoftirqd */
+	__u64 why_throttled;
+	__u32 why_kthread;
+	__u32 why_ksoftirqd;
 	__u32 next_is_ksoftirqd;
 	__u32 carried;
 	__u32 has_stats; /* runq_stats_of(next_cgroup) has an entry */
@@ -287,6 +295,67 @@ static __always_inline struct switch_args *this_switch_args(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&switch_args, &zero);
+}
+
+/* Of `softirq` ns run on this CPU in the stretch since `since` that ends
+ * `now`, the share inside a wait on this CPU since `here_since`, in
+ * proportion to time where the stretch began before the wait. */
+static __always_inline __u64 stretch_softirq_in_wait(__u64 since, __u64 softirq, __u64 here_since,
+						     __u64 now)
+{
+	__u64 inside, whole;
+
+	if (since >= here_since || now <= since)
+		return softirq;
+	inside = now > here_since ? now - here_since : 0;
+	whole = now - since;
+	/* softirq <= whole: below 2^64 while the stretch is under 73 min */
+	if (whole > (1ULL << 32)) {
+		inside >>= 20;
+		whole >>= 20;
+		if (!whole)
+			return 0;
+	}
+	return softirq * inside / whole;
+}
+
+/* Split the wait wait_end just judged (this CPU's switch_args) into its
+ * cgroup's why_ns, by cause (enum why_cause, in its order). A global
+ * function beside wait_end, not under it: its branches are verified once,
+ * and its frame does not add to wait_end's on the stack. */
+__noinline int why_record(void)
+{
+	struct switch_args *a = this_switch_args();
+	struct runq_stats *s;
+	__u64 rest, part;
+
+	if (!a || !a->has_stats)
+		return 0;
+	s = runq_stats_of(a->next_cgroup);
+	if (!s)
+		return 0;
+	rest = a->wait;
+	part = a->steal_ns < rest ? a->steal_ns : rest;
+	s->why_ns[WHY_STEAL] += part;
+	rest -= part;
+	part = a->why_throttled < rest ? a->why_throttled : rest;
+	s->why_ns[WHY_THROTTLED] += part;
+	rest -= part;
+	part = stretch_softirq_in_wait(a->stretch_since, a->stretch_softirq, a->here_since, a->now);
+	part = part < rest ? part : rest;
+	s->why_ns[WHY_SOFTIRQ] += part;
+	rest -= part;
+	if (!a->holder.tid)
+		s->why_ns[WHY_IDLE] += rest;
+	else if (a->why_ksoftirqd)
+		s->why_ns[WHY_SOFTIRQ] += rest;
+	else if (a->why_kthread)
+		s->why_ns[WHY_KTHREAD] += rest;
+	else if (a->holder.cgroup == a->next_cgroup)
+		s->why_ns[WHY_SAME_CGROUP] += rest;
+	else
+		s->why_ns[WHY_OTHER_CGROUP] += rest;
+	return 0;
 }
 
 /* The task this CPU switches to (this CPU's switch_args) ran after
@@ -349,12 +418,16 @@ __noinline int wait_end(void)
 		*holder = cw->holder;
 		kthread = cw->kthread;
 	}
+	a->why_throttled = cs->wait_throttle.cgroup ? cs->wait_throttle.covered_ns : 0;
+	a->why_kthread = kthread;
+	a->why_ksoftirqd = holder->tid == cs->ksoftirqd_tid;
 	if (s && cs->wait_throttle.cgroup)
 		s->preempted_throttled++;
 	else if (s && holder->tid) {
 		a->preemptor.victim_cgroup = next_cgroup;
 		a->preemptor.preemptor_cgroup = holder->cgroup;
 		__builtin_memcpy(a->preemptor.comm, holder->comm, sizeof(a->preemptor.comm));
+		a->preemptor.kthread = kthread;
 		preemption_record(s, &a->preemptor, kthread, wait);
 	}
 	if (wait < (next_is_ksoftirqd ? stall_threshold_ns : runq_threshold_ns))
@@ -380,10 +453,11 @@ __noinline int wait_end(void)
 /* Hand a wait of `next` that ended now to wait_end, through this CPU's
  * switch_args. */
 static __always_inline void wait_end_call(struct cpu_state *cs, __u64 now, __u64 wait,
-					  __u64 here_since, __u64 steal_now,
-					  struct task_struct *next, __u32 next_tid,
-					  __u64 next_cgroup, __u32 prev_tid, struct runq_stats *s,
-					  struct task_state *ps, struct carried_wait *cw)
+					  __u64 here_since, __u64 steal_now, __u64 stretch_since,
+					  __u64 stretch_softirq, struct task_struct *next,
+					  __u32 next_tid, __u64 next_cgroup, __u32 prev_tid,
+					  struct runq_stats *s, struct task_state *ps,
+					  struct carried_wait *cw)
 {
 	struct switch_args *args = this_switch_args();
 	bool follows = ps && call_followed(&ps->call);
@@ -402,6 +476,8 @@ static __always_inline void wait_end_call(struct cpu_state *cs, __u64 now, __u64
 	args->steal_ns = wait >= (ksoftirqd ? stall_threshold_ns : runq_threshold_ns) ?
 				 steal_during(now - wait, now, steal_now) :
 				 0;
+	args->stretch_since = stretch_since;
+	args->stretch_softirq = stretch_softirq;
 	args->now = now;
 	args->next = (__u64)next;
 	args->prev_tid = prev_tid;
@@ -416,6 +492,7 @@ static __always_inline void wait_end_call(struct cpu_state *cs, __u64 now, __u64
 	args->prev_call_since = follows ? ps->call.enter_ts : 0;
 	args->prev_call_oncpu = follows ? ps->call.oncpu_ns : 0;
 	wait_end();
+	why_record();
 }
 
 /* Whether `next` waited on this CPU's run queue and for how long, as the
@@ -568,6 +645,9 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	bool waited = next_tid && runq_wait(btf, next, next_tid, rq, now, &kernel_wait);
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct cpu_throttles *ct = throttles_of(cpu);
+	/* prev's stretch on this CPU, and the softirqs run in it */
+	__u64 stretch_since = cs ? cs->current_since : now;
+	__u64 stretch_softirq = cs ? cs->softirq_ns - cs->current_softirq : 0;
 
 	if (prev_tid && syscalls_hooked)
 		ps = switch_out_call(cs, prev, prev_tid, now);
@@ -623,8 +703,9 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		if (s)
 			runq_wait_record(s, wait);
 		if (wait >= PREEMPT_WAIT_MIN_NS && cs)
-			wait_end_call(cs, now, wait, here_since, steal_now, next, next_tid,
-				      next_cgroup, prev_tid, s, ps, cw);
+			wait_end_call(cs, now, wait, here_since, steal_now, stretch_since,
+				      stretch_softirq, next, next_tid, next_cgroup, prev_tid, s, ps,
+				      cw);
 	}
 	/* After the wait's culprit: prev's sampled call names what it held. */
 	if (sampling_calls() && cs)

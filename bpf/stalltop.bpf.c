@@ -44,6 +44,7 @@ enum record_kind _record_kind = KIND_RUNQ;
 enum counter_slot _counter_slot = COUNTER_LOST_BASE;
 enum histogram_layout _histogram_layout = HIST_SLOTS;
 enum runq_slot_layout _runq_slot_layout = RUNQ_SLOTS;
+enum why_cause _why_cause = WHY_CAUSES;
 enum syscall_arg_how _syscall_arg_how = SYSCALL_ARG_NONE;
 enum path_kind _path_kind = PATH_NONE;
 enum steal_source _steal_source = STEAL_NONE;

@@ -95,6 +95,24 @@ struct runq_event {
 	__u32 migrations;
 };
 
+/* What an episode's wait (below) is split by, in the order taken off it:
+ * the hypervisor ran another vCPU (steal; only in waits over the report
+ * threshold, where it is computed), its CPU quota or an ancestor's,
+ * softirqs on its CPU (those run in its last holder's stretch, and all of
+ * a ksoftirqd holder's), an idle CPU (nobody held it: wake-up or migration
+ * latency), then whoever held the CPU longest: a kernel thread, a task of
+ * its own cgroup or of another. */
+enum why_cause {
+	WHY_STEAL,
+	WHY_THROTTLED,
+	WHY_SOFTIRQ,
+	WHY_IDLE,
+	WHY_KTHREAD,
+	WHY_SAME_CGROUP,
+	WHY_OTHER_CGROUP,
+	WHY_CAUSES,
+};
+
 /* Run-queue latency per cgroup (per-CPU map `runq_by_cgroup`). The
  * preempted_* counters count episodes in which a runnable task of the
  * cgroup waited at least PREEMPT_WAIT_MIN_NS for its CPU, by who kept it
@@ -110,6 +128,9 @@ struct runq_stats {
 	__u64 preempted_other_cgroup;
 	__u64 preempted_kthread;
 	__u64 preempted_throttled;
+	/* The episodes' wait time split by cause (the rest of total_ns is
+	 * waits under PREEMPT_WAIT_MIN_NS, split by nothing). */
+	__u64 why_ns[WHY_CAUSES];
 };
 
 /* On each CPU, RUNQ_SLOTS cgroups (by a hash of the id, first come)
@@ -134,6 +155,8 @@ struct preemptor_key {
 	__u64 victim_cgroup;
 	__u64 preemptor_cgroup;
 	__u8 comm[COMM_LEN];
+	__u32 kthread; /* the culprit is a kernel thread */
+	__u32 _pad;
 };
 
 struct preemptor_stats {

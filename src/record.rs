@@ -133,6 +133,7 @@ mod tests {
                 preempted_other_cgroup: 3,
                 preempted_kthread: 1,
                 preempted_throttled: 0,
+                why: None,
             }],
             preemptors: vec![Preemptor {
                 victim_cgroup: 4242,
@@ -140,6 +141,7 @@ mod tests {
                 comm: "ksoftirqd/3".into(),
                 count: 3,
                 wait_ns: 12_000_000,
+                kthread: false,
             }],
             softirq: vec![SoftirqStats {
                 cpu: 3,

@@ -285,6 +285,85 @@ pub struct CgroupRunq {
     /// Waits its CPU quota (or an ancestor's) explains: not counted above.
     #[serde(default)]
     pub preempted_throttled: u64,
+    /// The wait time of those episodes (waits of at least 1 ms), by cause (None: recorded
+    /// before stalltop split it).
+    #[serde(default)]
+    pub why: Option<WaitCauses>,
+}
+
+/// A cgroup's wait time in episodes (waits of at least 1 ms), split by cause, in ns, in the
+/// order the kernel side takes each off a wait (`enum why_cause` in bpf/stalltop.h). The
+/// rest of its total wait is waits under 1 ms, split by nothing.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitCauses {
+    /// The hypervisor ran another vCPU (only in waits over the report threshold).
+    pub steal_ns: u64,
+    /// Its CPU quota, or an ancestor's.
+    pub throttled_ns: u64,
+    /// Softirqs run on its CPU.
+    pub softirq_ns: u64,
+    /// Nobody held its CPU: wake-up or migration latency.
+    pub idle_ns: u64,
+    /// A kernel thread held its CPU.
+    pub kthread_ns: u64,
+    /// A task of its own cgroup held its CPU.
+    pub same_cgroup_ns: u64,
+    /// A task of another cgroup held its CPU.
+    pub other_cgroup_ns: u64,
+}
+
+impl WaitCauses {
+    pub fn total_ns(&self) -> u64 {
+        self.parts().iter().map(|(_, ns)| ns).sum()
+    }
+
+    /// Each cause with its time, in the kernel's order.
+    pub fn parts(&self) -> [(WaitCause, u64); 7] {
+        [
+            (WaitCause::Steal, self.steal_ns),
+            (WaitCause::Throttled, self.throttled_ns),
+            (WaitCause::Softirq, self.softirq_ns),
+            (WaitCause::Idle, self.idle_ns),
+            (WaitCause::Kthread, self.kthread_ns),
+            (WaitCause::SameCgroup, self.same_cgroup_ns),
+            (WaitCause::OtherCgroup, self.other_cgroup_ns),
+        ]
+    }
+
+    pub fn add(&mut self, other: &WaitCauses) {
+        self.combine(other, u64::saturating_add);
+    }
+
+    /// What was added since `baseline` (an earlier reading of the same counters).
+    pub fn since(&self, baseline: &WaitCauses) -> WaitCauses {
+        let mut out = *self;
+        out.combine(baseline, u64::saturating_sub);
+        out
+    }
+
+    fn combine(&mut self, other: &WaitCauses, op: fn(u64, u64) -> u64) {
+        self.steal_ns = op(self.steal_ns, other.steal_ns);
+        self.throttled_ns = op(self.throttled_ns, other.throttled_ns);
+        self.softirq_ns = op(self.softirq_ns, other.softirq_ns);
+        self.idle_ns = op(self.idle_ns, other.idle_ns);
+        self.kthread_ns = op(self.kthread_ns, other.kthread_ns);
+        self.same_cgroup_ns = op(self.same_cgroup_ns, other.same_cgroup_ns);
+        self.other_cgroup_ns = op(self.other_cgroup_ns, other.other_cgroup_ns);
+    }
+}
+
+/// One cause of `WaitCauses`, or the waits under 1 ms that it does not split.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitCause {
+    Steal,
+    Throttled,
+    Softirq,
+    Idle,
+    Kthread,
+    SameCgroup,
+    OtherCgroup,
+    ShortWaits,
 }
 
 /// How often `comm` of `preemptor_cgroup` kept a runnable task of
@@ -299,6 +378,9 @@ pub struct Preemptor {
     /// Total wait of those episodes.
     #[serde(default)]
     pub wait_ns: u64,
+    /// `comm` is a kernel thread (false in recordings before it was kept).
+    #[serde(default)]
+    pub kthread: bool,
 }
 
 /// Loss and overflow counters kept by the BPF side and the reader.

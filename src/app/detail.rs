@@ -337,6 +337,9 @@ fn runq_lines(lines: &mut Vec<Line>, r: &RunqRow) {
             format::duration(r.total_ns)
         ),
     ));
+    if let Some(why) = &r.why {
+        lines.push(field("why", format::why(why)));
+    }
     let p = &r.preempted_by;
     lines.push(field(
         "kept off",

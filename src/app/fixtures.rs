@@ -19,6 +19,7 @@ use crate::record::{self, Recording, Writer};
 use crate::stream::{
     CgroupRunq, CgroupThrottle, Counters, Entry, GuardState, Header, HostInfo, KernelSnapshot,
     NameTable, Preemptor, ProgramCost, Settings, SoftirqStats, SyscallStats, ThrottleSnapshot,
+    WaitCauses,
 };
 
 pub const MS: u64 = 1_000_000;
@@ -339,6 +340,15 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_other_cgroup: 340 * step,
                 preempted_kthread: 12 * step,
                 preempted_throttled: 0,
+                why: Some(WaitCauses {
+                    steal_ns: 6 * MS,
+                    softirq_ns: 30 * MS * step,
+                    idle_ns: 20 * MS * step,
+                    kthread_ns: 40 * MS * step,
+                    same_cgroup_ns: 10 * MS * step,
+                    other_cgroup_ns: 1_200 * MS * step,
+                    ..WaitCauses::default()
+                }),
             },
             CgroupRunq {
                 cgroup: SHOP_POD,
@@ -350,6 +360,12 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_other_cgroup: 5 * step,
                 preempted_kthread: step,
                 preempted_throttled: 0,
+                why: Some(WaitCauses {
+                    kthread_ns: 10 * MS * step,
+                    same_cgroup_ns: 600 * MS * step,
+                    other_cgroup_ns: 50 * MS * step,
+                    ..WaitCauses::default()
+                }),
             },
             CgroupRunq {
                 cgroup: ROOT,
@@ -361,6 +377,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_other_cgroup: 0,
                 preempted_kthread: 40 * step,
                 preempted_throttled: 0,
+                why: Some(WaitCauses::default()),
             },
         ],
         preemptors: vec![
@@ -370,6 +387,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 comm: "hog".into(),
                 count: 330 * step,
                 wait_ns: 4 * S * step,
+                kthread: false,
             },
             Preemptor {
                 victim_cgroup: API_POD,
@@ -377,6 +395,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 comm: "kworker/1:1".into(),
                 count: 12 * step,
                 wait_ns: 40 * MS * step,
+                kthread: true,
             },
             Preemptor {
                 victim_cgroup: SHOP_POD,
@@ -384,6 +403,7 @@ fn kernel_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 comm: "shop-api".into(),
                 count: 60 * step,
                 wait_ns: 0,
+                kthread: false,
             },
         ],
         softirq: vec![SoftirqStats {
@@ -534,6 +554,11 @@ fn under_threshold_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_other_cgroup: 82 * step,
                 preempted_kthread: step,
                 preempted_throttled: 0,
+                why: Some(WaitCauses {
+                    kthread_ns: 5 * MS * step,
+                    other_cgroup_ns: (50 * 4 * MS + 32 * 6 * MS) * step,
+                    ..WaitCauses::default()
+                }),
             },
             CgroupRunq {
                 cgroup: NOISY,
@@ -545,6 +570,7 @@ fn under_threshold_snapshot(at: u64, step: u64) -> KernelSnapshot {
                 preempted_other_cgroup: 40 * step,
                 preempted_kthread: 0,
                 preempted_throttled: 0,
+                why: Some(WaitCauses::default()),
             },
         ],
         preemptors: vec![Preemptor {
@@ -553,6 +579,7 @@ fn under_threshold_snapshot(at: u64, step: u64) -> KernelSnapshot {
             comm: "hog".into(),
             count: 41 * step,
             wait_ns: 41 * step * 5 * MS,
+            kthread: false,
         }],
         syscalls: vec![
             SyscallStats {

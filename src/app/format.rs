@@ -1,6 +1,9 @@
 //! Numbers as the screen shows them: durations, clocks, rates. Pure
 //! string work for the view builder; knows nothing of panes.
 
+use crate::model::{WhyCause, WhyRow};
+use crate::stream::WaitCause;
+
 /// A duration in the unit that keeps it short: 850us, 12.3ms, 1.25s, 2m05s.
 pub fn duration(ns: u64) -> String {
     const US: u64 = 1_000;
@@ -98,6 +101,39 @@ pub fn span(ns: u64) -> String {
         s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
         s if s >= 120 => format!("{}m", s / 60),
         s => format!("{s}s"),
+    }
+}
+
+/// A cgroup's wait by cause, largest first: "74% hog (batch.service), 19% short waits ...".
+pub fn why(why: &WhyRow) -> String {
+    why.causes
+        .iter()
+        .map(|c| format!("{} {}", share(c.percent), cause(c)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// "52%", or "<1%" for a share that rounds to none.
+fn share(percent: f64) -> String {
+    if percent < 0.5 {
+        "<1%".into()
+    } else {
+        format!("{percent:.0}%")
+    }
+}
+
+/// How a cause of a wait reads.
+fn cause(c: &WhyCause) -> String {
+    match (c.cause, &c.comm, &c.container) {
+        (WaitCause::OtherCgroup, Some(comm), Some(container)) => format!("{comm} ({container})"),
+        (WaitCause::OtherCgroup, _, _) => "other containers".into(),
+        (WaitCause::Steal, _, _) => "the hypervisor (steal)".into(),
+        (WaitCause::Throttled, _, _) => "its CPU quota".into(),
+        (WaitCause::Softirq, _, _) => "softirqs".into(),
+        (WaitCause::Idle, _, _) => "an idle CPU (wake-up, migration)".into(),
+        (WaitCause::Kthread, _, _) => "kernel threads".into(),
+        (WaitCause::SameCgroup, _, _) => "its own tasks".into(),
+        (WaitCause::ShortWaits, _, _) => "short waits (under 1 ms, not split)".into(),
     }
 }
 

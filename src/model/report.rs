@@ -12,6 +12,7 @@ mod distribution;
 mod evidence;
 mod rows;
 mod scope;
+mod why;
 
 use std::collections::BTreeMap;
 
@@ -19,7 +20,7 @@ use serde::Serialize;
 
 use super::culprits::CulpritRow;
 use super::stalls::StallKind;
-use crate::stream::{HostInfo, ProbeLoad, Settings};
+use crate::stream::{HostInfo, ProbeLoad, Settings, WaitCause};
 
 pub(super) use build::{build, stall_row};
 pub(super) use evidence::most_frequent_stack;
@@ -354,6 +355,31 @@ pub struct RunqRow {
     pub distribution: Distribution,
     pub preempted_by: PreemptedBy,
     pub top_preemptors: Vec<PreemptorRow>,
+    /// Its wait time by cause, summing to `total_ns` (null: recorded before
+    /// stalltop split waits by cause).
+    pub why: Option<WhyRow>,
+}
+
+/// Why a cgroup waited: its wait time by cause, largest first.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct WhyRow {
+    pub causes: Vec<WhyCause>,
+}
+
+/// One cause of a cgroup's wait: in waits of at least 1 ms, the hypervisor
+/// (`steal`), its CPU quota (`throttled`), softirqs on its CPU, an idle CPU
+/// (wake-up or migration latency), a kernel thread, a task of its own
+/// cgroup (`same_cgroup`) or of another (`other_cgroup`, named by `comm`
+/// and `container` for the top three, null for the rest together); and
+/// `short_waits`, its waits under 1 ms, split by nothing.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct WhyCause {
+    pub cause: WaitCause,
+    pub comm: Option<String>,
+    pub container: Option<String>,
+    pub ns: u64,
+    /// Of the cgroup's total wait, to 0.1.
+    pub percent: f64,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]

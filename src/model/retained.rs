@@ -56,6 +56,7 @@ mod tests {
             comm: comm.into(),
             count,
             wait_ns: 0,
+            kthread: false,
         }
     }
 

@@ -11,7 +11,9 @@ use crate::abi::KIND_RUNQ;
 use crate::event::testing::{runq_record, task};
 use crate::histogram::Histogram;
 use crate::modes::{Attach, CgroupHierarchy, SoftirqTime, StealSource, SyscallMode};
-use crate::stream::{CgroupRunq, Counters, HostInfo, NameTable, Preemptor, Settings};
+use crate::stream::{
+    CgroupRunq, Counters, HostInfo, NameTable, Preemptor, Settings, WaitCause, WaitCauses,
+};
 pub(crate) const MS: u64 = 1_000_000;
 pub(crate) const VICTIM: u64 = 4001;
 pub(crate) const NOISY: u64 = 4002;
@@ -102,6 +104,12 @@ fn noisy_neighbour_stream() -> Vec<Entry> {
                     preempted_other_cgroup: 250,
                     preempted_kthread: 7,
                     preempted_throttled: 0,
+                    why: Some(WaitCauses {
+                        kthread_ns: 9 * MS,
+                        same_cgroup_ns: 20 * MS,
+                        other_cgroup_ns: 900 * MS,
+                        ..WaitCauses::default()
+                    }),
                 },
                 CgroupRunq {
                     cgroup: NOISY,
@@ -117,6 +125,7 @@ fn noisy_neighbour_stream() -> Vec<Entry> {
                     comm: "hog".into(),
                     count: 250,
                     wait_ns: 3_500 * MS,
+                    kthread: false,
                 },
                 Preemptor {
                     victim_cgroup: VICTIM,
@@ -124,6 +133,7 @@ fn noisy_neighbour_stream() -> Vec<Entry> {
                     comm: "kworker/1:1".into(),
                     count: 7,
                     wait_ns: 9 * MS,
+                    kthread: true,
                 },
             ],
             counters: Counters {

@@ -30,6 +30,9 @@ pub fn since(latest: &KernelSnapshot, baseline: &KernelSnapshot) -> KernelSnapsh
                 .saturating_sub(b.preempted_other_cgroup);
             r.preempted_kthread = r.preempted_kthread.saturating_sub(b.preempted_kthread);
             r.preempted_throttled = r.preempted_throttled.saturating_sub(b.preempted_throttled);
+            if let (Some(why), Some(before)) = (r.why.as_mut(), b.why.as_ref()) {
+                *why = why.since(before);
+            }
         },
     );
     subtract(

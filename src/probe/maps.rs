@@ -15,7 +15,7 @@ use crate::histogram::Histogram;
 use crate::modes::SyscallMode;
 use crate::stream::{
     CgroupRunq, Counters, FileTime, KernelSnapshot, Preemptor, ProgramCost, SoftirqStats,
-    SoftirqStolen, SyscallStats,
+    SoftirqStolen, SyscallStats, WaitCauses,
 };
 
 /// The `counters` slots of bounded maps that were full, and those maps.
@@ -350,6 +350,9 @@ fn read_runq(skel: &StalltopSkel<'_>) -> Vec<CgroupRunq> {
         row.preempted_other_cgroup += s.preempted_other_cgroup;
         row.preempted_kthread += s.preempted_kthread;
         row.preempted_throttled += s.preempted_throttled;
+        row.why
+            .get_or_insert_with(WaitCauses::default)
+            .add(&wait_causes(&s.why_ns));
     };
     for (_, per_cpu) in per_cpu_array::<types::runq_slot>(&skel.maps.runq_slots) {
         per_cpu
@@ -360,6 +363,21 @@ fn read_runq(skel: &StalltopSkel<'_>) -> Vec<CgroupRunq> {
         per_cpu.iter().for_each(|s| add(cgroup, s));
     }
     rows.into_values().collect()
+}
+
+/// A runq_stats' `why_ns`, by the indexes of `enum why_cause`.
+fn wait_causes(why_ns: &[u64]) -> WaitCauses {
+    use types::why_cause as why;
+    let ns = |cause: why| why_ns[cause.0 as usize];
+    WaitCauses {
+        steal_ns: ns(why::WHY_STEAL),
+        throttled_ns: ns(why::WHY_THROTTLED),
+        softirq_ns: ns(why::WHY_SOFTIRQ),
+        idle_ns: ns(why::WHY_IDLE),
+        kthread_ns: ns(why::WHY_KTHREAD),
+        same_cgroup_ns: ns(why::WHY_SAME_CGROUP),
+        other_cgroup_ns: ns(why::WHY_OTHER_CGROUP),
+    }
 }
 
 fn read_preemptors(skel: &StalltopSkel<'_>) -> Vec<Preemptor> {
@@ -373,6 +391,7 @@ fn read_preemptors(skel: &StalltopSkel<'_>) -> Vec<Preemptor> {
             comm: comm_str(&k.comm),
             count: per_cpu.iter().map(|s| s.count).sum(),
             wait_ns: per_cpu.iter().map(|s| s.wait_ns).sum(),
+            kthread: k.kthread != 0,
         });
     }
     out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.comm.cmp(&b.comm)));

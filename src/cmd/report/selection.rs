@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::cli::ListOrder;
-use crate::model::{Report, RunqEventRow, SlowSyscallRow, StallRow, TakeoverRow};
+use crate::model::{Report, RunqEventRow, RunqRow, SlowSyscallRow, StallRow, TakeoverRow};
 
 /// What the text shows of one list.
 pub struct Shown<'r, T> {
@@ -34,6 +34,10 @@ pub struct Folded {
 }
 
 pub struct Selection<'r> {
+    /// Cgroups that waited, split by cause, the longest total wait first.
+    pub why: Shown<'r, RunqRow>,
+    /// Cgroups that waited with no split (a recording made before it).
+    pub why_unsplit: usize,
     pub stalls: Shown<'r, StallRow>,
     /// Stalls whose waiter and culprit were of one cgroup, per cgroup.
     pub own_stalls: Vec<Folded>,
@@ -56,7 +60,14 @@ pub fn select(r: &Report, order: ListOrder, limit: Option<usize>) -> Selection<'
         .partition(|e| e.ran_instead.tid != 0 && e.cgroup == e.ran_instead.cgroup);
     // Narrowed to a victim, stalls go by the victim's own wait.
     let victim = r.scope.container.is_some() || r.scope.pid.is_some();
+    let (split, unsplit): (Vec<&RunqRow>, Vec<&RunqRow>) = r
+        .runq
+        .iter()
+        .filter(|row| row.total_ns > 0)
+        .partition(|row| row.why.is_some());
     Selection {
+        why: shown(split, limit, ListOrder::Worst, |row| (row.total_ns, 0)),
+        why_unsplit: unsplit.len(),
         stalls: shown(others, limit, order, |s| {
             let wait = match s.waited.wait_ns {
                 Some(own) if victim => own,

@@ -16,6 +16,7 @@ use crate::model::{utc, Report};
 pub fn render(r: &Report, chosen: &Selection<'_>) -> String {
     let mut out = String::new();
     head(&mut out, r);
+    tables::why(&mut out, chosen);
     lists::victim(&mut out, r, chosen);
     lists::stalls(&mut out, r, chosen);
     lists::culprits(&mut out, r, chosen);

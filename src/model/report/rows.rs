@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::distribution::Distribution;
+use super::why;
 use super::*;
 use crate::event::softirq_name;
 use crate::histogram::Histogram;
@@ -72,6 +73,7 @@ fn runq_row(a: &Analysis, k: &KernelSnapshot, r: &CgroupRunq) -> RunqRow {
             throttled: r.preempted_throttled,
         },
         top_preemptors,
+        why: why::why_row(r, &k.preemptors, &|cgroup| a.container(cgroup)),
     }
 }
 

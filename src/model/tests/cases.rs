@@ -51,6 +51,23 @@ fn noisy_neighbour_names_the_hog_and_the_victims_tail() {
     assert_eq!(victim.top_preemptors[0].comm, "hog");
     assert_eq!(victim.top_preemptors[0].cgroup, "/noisy");
     assert_eq!(victim.top_preemptors[1].cgroup, "/");
+    // Why it waited, in one line: 90% the hog of /noisy (the kworker is a
+    // kernel thread, its own cause), then its short waits.
+    let why = victim.why.as_ref().expect("split by cause");
+    let causes: Vec<(WaitCause, Option<&str>, u64)> = why
+        .causes
+        .iter()
+        .map(|c| (c.cause, c.comm.as_deref(), c.ns / MS))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            (WaitCause::OtherCgroup, Some("hog"), 900),
+            (WaitCause::ShortWaits, None, 71),
+            (WaitCause::SameCgroup, None, 20),
+            (WaitCause::Kthread, None, 9),
+        ]
+    );
 
     assert_eq!(r.runq_events.len(), 2);
     let worst = &r.runq_events[0];

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::{clip, more, none, title};
-use crate::app::format::{duration, range};
+use crate::app::format::{self, duration, range};
 use crate::cmd::report::selection::Selection;
 use crate::model::{Distribution, Range, Report};
 use crate::modes::{SoftirqDelay, SyscallMode};
@@ -111,6 +111,33 @@ pub fn softirqs(out: &mut String, r: &Report, chosen: &Selection<'_>) {
             s.pid,
             s.tid,
             s.count
+        );
+    }
+}
+
+/// One line per cgroup that waited: its total wait and each cause's share.
+pub fn why(out: &mut String, chosen: &Selection<'_>) {
+    title(
+        out,
+        format_args!("Why containers waited (their time waiting for a CPU, by cause)"),
+    );
+    none(out, chosen.why.rows.len() + chosen.why_unsplit);
+    for row in &chosen.why.rows {
+        let _ = writeln!(
+            out,
+            "  {:<24} waited {:>8} in {} waits: {}",
+            clip(&row.container, 24),
+            duration(row.total_ns),
+            row.count,
+            row.why.as_ref().map(format::why).unwrap_or_default()
+        );
+    }
+    more(out, chosen.why.more);
+    if chosen.why_unsplit > 0 {
+        let _ = writeln!(
+            out,
+            "  Not split by cause for {} of the cgroups: recorded before stalltop split waits",
+            chosen.why_unsplit
         );
     }
 }
