@@ -17,6 +17,7 @@ pub mod slow_syscall;
 pub mod slow_syscall_sampled;
 pub mod throttle;
 pub mod throttle_edges;
+pub mod why;
 
 #[cfg(test)]
 mod fixtures;

@@ -214,6 +214,7 @@ fn run_checked(
         }
         let cgroups = &outcome.measured.cgroups;
         let report = &recorded.report;
+        eprintln!("{name}: why: {}", checks::why::summary(report));
         let result = match name {
             Name::Quiet => checks::quiet::check(report, cgroups, &host_steal(outcome))
                 .map(|excused| {
@@ -233,7 +234,16 @@ fn run_checked(
                     baseline,
                     cgroups,
                     victim_worst_stall_ns(outcome),
-                ),
+                )
+                .and_then(|()| match &cgroups.victim {
+                    Some(victim) => checks::why::check_noisy(
+                        report,
+                        baseline,
+                        victim,
+                        checks::noisy_neighbour::NOISY_COMM,
+                    ),
+                    None => Err("ground truth names no victim cgroup".into()),
+                }),
                 None => Err("no quiet baseline".into()),
             },
             // The quota's cgroup is the truth's; the waits checked are the requests' cgroup's
@@ -242,6 +252,7 @@ fn run_checked(
                 match (&outcome.measured.cpu_stat, &cgroups.requests) {
                     (Some(truth), Some(requests)) => {
                         checks::throttle::check(report, truth, requests)
+                            .and_then(|()| checks::why::check_throttle(report, truth, requests))
                     }
                     _ => Err(format!(
                         "the {name} scenario measured no cpu.stat or no requests"

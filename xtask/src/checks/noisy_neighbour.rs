@@ -20,7 +20,7 @@ const NOISY_P99_FACTOR: u64 = 3;
 const NOISY_MAX_SLACK_NS: u64 = 500_000;
 const NOISY_MAX_PERCENT: u64 = 10;
 /// The comm of the preemptor the victim must blame first (in the noisy cgroup).
-const NOISY_COMM: &str = "hog";
+pub const NOISY_COMM: &str = "hog";
 
 /// How far stalltop's worst victim wait may fall short of the victim's own worst stall.
 pub fn worst_slack_ns(victim_worst_ns: u64) -> u64 {

@@ -211,6 +211,25 @@ pub struct RunqRow {
     pub max_ns: u64,
     pub preempted_by: PreemptedBy,
     pub top_preemptors: Vec<Preemptor>,
+    #[serde(default)]
+    pub total_ns: u64,
+    /// Its wait by cause (null: not split).
+    #[serde(default)]
+    pub why: Option<Why>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Why {
+    pub causes: Vec<WhyCause>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct WhyCause {
+    pub cause: String,
+    pub comm: Option<String>,
+    pub container: Option<String>,
+    pub ns: u64,
+    pub percent: f64,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
