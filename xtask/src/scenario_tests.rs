@@ -375,7 +375,14 @@ fn vm_contamination(name: Name, recorded: &Recorded, gaps: &IrqoffGaps) -> Optio
         Name::Quiet => checks::contamination::quiet_steal(
             outcome.contamination.steal_ns,
             outcome.end_ns - outcome.start_ns,
-        ),
+        )
+        .or_else(|| {
+            checks::contamination::quiet_kernel_holder(
+                &recorded.report,
+                &outcome.measured.cgroups,
+                checks::contamination::is_kernel_thread,
+            )
+        }),
         Name::Ksoftirqd => outcome
             .injected
             .ksoftirqd
