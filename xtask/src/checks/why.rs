@@ -79,18 +79,15 @@ pub fn check_noisy(
     Ok(())
 }
 
-/// throttle, throttle-parent: the quota is the largest cause of the waits of `waiters`, and
-/// their throttled time is at least the quota's own (`truth`, cpu.stat's throttled time, which
-/// sums the time each CPU's share of the group was throttled: at least one of the group's
-/// tasks waits meanwhile), less `POINTS` percent.
+/// throttle, throttle-parent: the throttled time of the waits of `waiters` is at least the
+/// quota's own (`truth`, cpu.stat's throttled time, which sums the time each CPU's share of the
+/// group was throttled: at least one of the group's tasks waits meanwhile), less `POINTS`
+/// percent. Not that the quota is the largest cause: the requests' threads share one CPU and
+/// wait on each other too (their own cgroup took 23-51% of their wait in runs here).
 pub fn check_throttle(report: &Report, truth: &CpuStatDelta, waiters: &str) -> Result<(), String> {
     let row = report.runq_row(waiters)?;
     let why = of(row)?;
     let fail = |what: String| Err(report.annotate(format!("{waiters}: {what}: {}", line(row))));
-    match why.causes.first() {
-        Some(top) if top.cause == "throttled" => {}
-        _ => return fail("its CPU quota is not the largest cause of its waits".into()),
-    }
     let throttled: u64 = why
         .causes
         .iter()
@@ -185,7 +182,7 @@ mod tests {
     }
 
     #[test]
-    fn the_quota_leads_and_covers_at_least_its_own_throttled_time() {
+    fn the_quota_covers_at_least_its_own_throttled_time() {
         let report = throttled(vec![
             cause("throttled", None, 2_200, 73.3),
             cause("same_cgroup", None, 800, 26.7),
@@ -195,13 +192,11 @@ mod tests {
             check_throttle(&report, &quota(2_500), THROTTLED),
             "2200 ms throttled, short of the quota's own 2500 ms",
         );
-        let led_by_others = throttled(vec![
-            cause("same_cgroup", None, 2_000, 66.7),
-            cause("throttled", None, 1_000, 33.3),
+        // Its own threads may hold it longer than the quota (CI: 51% against 40%).
+        let own_first = throttled(vec![
+            cause("same_cgroup", None, 1_530, 51.0),
+            cause("throttled", None, 1_200, 40.0),
         ]);
-        assert_fails(
-            check_throttle(&led_by_others, &quota(900), THROTTLED),
-            "its CPU quota is not the largest cause",
-        );
+        check_throttle(&own_first, &quota(900), THROTTLED).unwrap();
     }
 }
