@@ -377,35 +377,57 @@ impl ScratchCgroup {
     /// Fork a child that joins this cgroup, pins itself to `cpu`, runs
     /// `work` and exits; true if it got there and exited 0.
     fn run_child_on_cpu(&self, cpu: usize, work: fn()) -> bool {
-        self.run_child_on_cpu_switching(cpu, work).is_some()
+        self.run_child_on_cpu_switching(cpu, work, || ()).is_some()
     }
 
     /// As `run_child_on_cpu`; on success, how often the child was switched
     /// out while it ran `work`: voluntarily (it slept) and involuntarily (it
-    /// was preempted). Not counted: its switches while it joined the cgroup
-    /// and moved to `cpu`, which can block (for an RCU grace period, or on a
-    /// lock, more often where spinlocks sleep as on PREEMPT_RT), and whose
-    /// waits end before it is in the cgroup or on `cpu`.
-    fn run_child_on_cpu_switching(&self, cpu: usize, work: fn()) -> Option<(u64, u64)> {
-        use std::io::Read;
+    /// was preempted), and what `before_exit` returned, called once the work
+    /// is done and before the child exits. Not counted: its switches while it
+    /// joined the cgroup and moved to `cpu`, which can block (for an RCU grace
+    /// period, or on a lock, more often where spinlocks sleep as on
+    /// PREEMPT_RT), and those of its exit (on PREEMPT_RT it can block on
+    /// sleeping locks several times): `before_exit` sees neither.
+    fn run_child_on_cpu_switching<R>(
+        &self,
+        cpu: usize,
+        work: fn(),
+        before_exit: impl FnOnce() -> R,
+    ) -> Option<((u64, u64), R)> {
+        use std::io::{Read, Write};
         use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two new fds into `fds`.
-        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-        // SAFETY: both fds are new and owned here only.
-        let (read_end, write_end) =
-            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let child = self.fork_child_reporting(cpu, work, Some(write_end.as_raw_fd()));
-        drop(write_end); // the child's copy is the only writer left
-        if !reap(child?) {
+        let pipe = || {
+            let mut fds = [0; 2];
+            // SAFETY: pipe2 writes two new fds into `fds`.
+            assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+            // SAFETY: both fds are new and owned here only.
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+        };
+        let (counts_read, counts_write) = pipe();
+        let (go_read, go_write) = pipe();
+        let child = self.fork_child_reporting(
+            cpu,
+            work,
+            Some((counts_write.as_raw_fd(), go_read.as_raw_fd())),
+        );
+        drop(counts_write); // the child's copy is the only writer left
+        let child = child?;
+        let mut counts = [0u8; 16];
+        let reported = std::fs::File::from(counts_read)
+            .read_exact(&mut counts)
+            .is_ok();
+        let seen = before_exit();
+        let _ = std::fs::File::from(go_write).write_all(b"x");
+        if !reap(child) || !reported {
             return None;
         }
-        let mut counts = [0u8; 16];
-        std::fs::File::from(read_end).read_exact(&mut counts).ok()?;
         let (voluntary, involuntary) = counts.split_at(8);
         Some((
-            u64::from_ne_bytes(voluntary.try_into().unwrap()),
-            u64::from_ne_bytes(involuntary.try_into().unwrap()),
+            (
+                u64::from_ne_bytes(voluntary.try_into().unwrap()),
+                u64::from_ne_bytes(involuntary.try_into().unwrap()),
+            ),
+            seen,
         ))
     }
 
@@ -415,13 +437,14 @@ impl ScratchCgroup {
         self.fork_child_reporting(cpu, work, None)
     }
 
-    /// As `fork_child_on_cpu`; with `report`, the child writes to that fd how often it was
-    /// switched out while it ran `work` (voluntarily, then involuntarily: two u64s).
+    /// As `fork_child_on_cpu`; with `report` (two fds), the child writes to the first how
+    /// often it was switched out while it ran `work` (voluntarily, then involuntarily: two
+    /// u64s), then waits for a byte on the second before it exits.
     fn fork_child_reporting(
         &self,
         cpu: usize,
         work: fn(),
-        report: Option<std::os::fd::RawFd>,
+        report: Option<(std::os::fd::RawFd, std::os::fd::RawFd)>,
     ) -> Option<libc::pid_t> {
         let procs = self.procs_file();
         // SAFETY: after fork the child only makes async-signal-safe calls
@@ -439,13 +462,15 @@ impl ScratchCgroup {
                         let before = own_switches();
                         work();
                         let after = own_switches();
-                        if let Some(fd) = report {
+                        if let Some((counts_fd, go_fd)) = report {
                             let mut counts = [0u8; 16];
                             counts[..8].copy_from_slice(&(after.0 - before.0).to_ne_bytes());
                             counts[8..].copy_from_slice(&(after.1 - before.1).to_ne_bytes());
-                            if libc::write(fd, counts.as_ptr().cast(), 16) != 16 {
+                            if libc::write(counts_fd, counts.as_ptr().cast(), 16) != 16 {
                                 libc::_exit(1);
                             }
+                            let mut go = 0u8;
+                            libc::read(go_fd, (&mut go as *mut u8).cast(), 1);
                         }
                         libc::_exit(0);
                     }

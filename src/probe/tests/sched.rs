@@ -74,10 +74,11 @@ fn tp_btf_probes_timing_waits_from_wakeups_count_each_wakeup() {
         "{:?}",
         session.info().warnings
     );
-    let (slept, preempted) = sleeper
-        .run_child_on_cpu_switching(CPU, sleep_repeatedly)
+    let ((slept, preempted), snapshot) = sleeper
+        .run_child_on_cpu_switching(CPU, sleep_repeatedly, || {
+            session.snapshot(host::monotonic_ns())
+        })
         .expect("the sleeper ran");
-    let snapshot = session.snapshot(host::monotonic_ns());
     let row = snapshot
         .runq
         .iter()
@@ -94,7 +95,7 @@ fn tp_btf_probes_timing_waits_from_wakeups_count_each_wakeup() {
         .sum();
     // Each time it was switched out while it slept on, it waited once to run again (a sleep
     // whose timer fired while it was still runnable, preempted before it slept, is no sleep),
-    // give or take the waits at its edges: the one that brought it to CPU, and its exit.
+    // give or take the waits at its edges: the one that brought it to its CPU, and its report.
     let switches = slept + preempted;
     assert!(
         slept >= SLEEPS / 2,
