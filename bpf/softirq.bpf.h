@@ -138,9 +138,15 @@ static __always_inline void on_softirq_exit(unsigned int vec)
 		s->runs_in_ksoftirqd++;
 		s->run_in_ksoftirqd_ns += ran;
 	} else if (tid) {
+		/* A tick that settled between a read and a write here would
+		 * see its sum added again (stolen time over the CPU's own). */
+		cs->stolen_adding = 1;
+		barrier();
 		cs->stolen_ns[vec] += ran;
 		cs->stolen_runs[vec]++;
 		cs->stolen_vectors |= 1U << vec;
+		barrier();
+		cs->stolen_adding = 0;
 	}
 }
 
@@ -175,7 +181,9 @@ static __always_inline void softirq_tick(bool btf, struct cpu_state *cs, __u32 t
 {
 	if (softirq_delay_ticks)
 		softirq_pending_tick(cs, current_rq(btf), now);
-	softirq_stolen_settle(cs, tid);
+	/* (Left to the next tick or switch-out while a softirq exit adds.) */
+	if (!cs->stolen_adding)
+		softirq_stolen_settle(cs, tid);
 }
 
 #endif /* STALLTOP_SOFTIRQ_BPF_H */

@@ -500,7 +500,10 @@ struct cpu_state {
 	/* Record rate limit, per kind: tokens left and when last refilled. */
 	__u32 tokens[KIND_MAX];
 	__u32 current_tid; /* the running task, switched in at current_since */
-	__u32 _pad2;
+	/* Set while a softirq exit adds to the stolen sums: a sampler tick
+	 * that interrupts it (softirqs run with interrupts on) must not settle
+	 * them then. */
+	__u32 stolen_adding;
 	__u64 refilled[KIND_MAX];
 	/* What runs in hard interrupt context, outermost first (irq_depth of
 	 * them, at most IRQ_NESTING kept). */

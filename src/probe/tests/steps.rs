@@ -144,10 +144,8 @@ fn exact_softirq_delays_stay_timed_from_the_raise_across_the_syscalls_step() {
     let mut storage = ObjectStorage::default();
     let mut session = Session::start(&config, &mut storage).expect("probes load");
     assert_eq!(session.info().softirq_delay, SoftirqDelay::Exact);
-    let delays_then = |session: &Session<'_>| {
-        let (_, net_rx, _) = stream_seen(|| session.snapshot(host::monotonic_ns()));
-        net_rx
-    };
+    let delays_then =
+        |session: &Session<'_>| stream_seen(|| session.snapshot(host::monotonic_ns())).net_rx;
     let before = delays_then(&session);
     assert_delays_from_raises(&before);
 
