@@ -30,6 +30,7 @@ fn loopback_stream_on_cpu_1(length: Duration) -> [u32; 2] {
         let (mut stream, _) = listener.accept().unwrap();
         let mut buf = vec![0u8; 1 << 16];
         while stream.read(&mut buf).unwrap() > 0 {}
+        // SAFETY: gettid has no preconditions.
         unsafe { libc::gettid() as u32 }
     });
     let writer = std::thread::spawn(move || {
@@ -40,6 +41,7 @@ fn loopback_stream_on_cpu_1(length: Duration) -> [u32; 2] {
         while start.elapsed() < length {
             stream.write_all(&chunk).unwrap();
         }
+        // SAFETY: gettid has no preconditions.
         unsafe { libc::gettid() as u32 }
     });
     [writer.join().unwrap(), reader.join().unwrap()]
