@@ -163,7 +163,6 @@ pub struct HardirqRow {
     pub irq: u32,
     pub handler: String,
     /// An hrtimer callback's name (then `irq` is 0 and `handler` empty).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub hrtimer: Option<String>,
     pub run_ns: u64,
 }

@@ -11,6 +11,7 @@ use super::selection::select;
 use super::*;
 use crate::app::fixtures;
 use crate::cli::ListOrder;
+use crate::model::HardirqRow;
 use crate::modes::SoftirqDelay;
 
 /// Rows each list of the JSON projection keeps.
@@ -124,6 +125,29 @@ fn report_of_every_case() {
         "busy_json_projection",
         pretty(&projection(&serde_json::from_str(&json).expect("JSON")))
     );
+}
+
+/// A stall that an hrtimer callback ran most of names it under `hardirq`, and
+/// one of an irq handler says it had none: both within the contract.
+#[test]
+fn hardirq_rows_of_handlers_and_hrtimers_keep_the_contract() {
+    let mut report = report_of(&fixtures::busy(), ReportScope::default());
+    let row = |irq, handler: &str, hrtimer: Option<&str>| HardirqRow {
+        irq,
+        handler: handler.into(),
+        hrtimer: hrtimer.map(Into::into),
+        run_ns: 12_000_000,
+    };
+    report.stalls[0].hardirq = Some(row(0, "", Some("tick_nohz_handler")));
+    report.stalls[1].hardirq = Some(row(24, "virtio0-input.0", None));
+    let json = json(&report);
+    assert_matches_schema(&json, "a report with hardirq rows");
+    let value: Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(
+        value["stalls"][0]["hardirq"]["hrtimer"],
+        "tick_nohz_handler"
+    );
+    assert_eq!(value["stalls"][1]["hardirq"]["hrtimer"], Value::Null);
 }
 
 /// Sampled softirqs: the delay table says how its delays were timed, and
