@@ -469,6 +469,43 @@ fn report_options_and_diff_on_real_recordings() {
         "stalls(\"irqoff\") > 0",
     ]);
     assert!(fine.status.success(), "{}", text(&fine.stderr));
+    // As JSON, for scripts: the victim's change and the hog as a new culprit; a condition that
+    // holds still prints the JSON, then exits 10.
+    let as_json = stalltop(&[
+        "diff",
+        &quiet,
+        &noisy,
+        "--json",
+        "--fail-if",
+        "wait_change_pct(\"victim\") > 100",
+    ]);
+    assert_eq!(as_json.status.code(), Some(10), "{}", text(&as_json.stderr));
+    let compared: serde_json::Value =
+        serde_json::from_slice(&as_json.stdout).expect("diff --json prints one JSON object");
+    assert_eq!(compared["schema_version"], 2);
+    let victim = compared["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cgroup"].as_str().is_some_and(|g| g.contains("victim")))
+        .expect("the victim's row");
+    assert!(
+        victim["after"]["ns_per_s"].as_f64() > victim["before"]["ns_per_s"].as_f64()
+            && victim["wait_change_pct"]
+                .as_f64()
+                .is_some_and(|p| p > 100.0),
+        "{victim}"
+    );
+    let hog = compared["culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["comm"] == "hog")
+        .expect("the hog among the culprits");
+    assert!(
+        hog["before"].is_null() && hog["after"]["count"].as_u64() > Some(0),
+        "{hog}"
+    );
     let bad = stalltop(&["diff", &quiet, &noisy, "--fail-if", "wait_ms(victim) >"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(
