@@ -284,6 +284,19 @@ impl Analysis {
             .collect()
     }
 
+    /// The run-queue rows of the report (each with its wait by cause) over
+    /// `window` (kernel aggregates of a window: `kernel_since`), the longest
+    /// total wait first.
+    pub fn why_rows(&self, window: &KernelSnapshot) -> Vec<RunqRow> {
+        let mut rows = report::runq_rows(self, Some(window));
+        rows.sort_by(|x, y| {
+            y.total_ns
+                .cmp(&x.total_ns)
+                .then_with(|| x.cgroup.cmp(&y.cgroup))
+        });
+        rows
+    }
+
     /// Latest time any entry carried (CLOCK_MONOTONIC ns).
     pub fn now_ns(&self) -> u64 {
         self.last_ts

@@ -176,7 +176,9 @@ fn publish(node: &Node, shared: &Shared, flight: FlightCounts) {
     let probe_cpu_ns = host::process_cpu_ns() + node.bpf_run_time_ns();
     let families = node.families(probe_cpu_ns as f64 / 1e9, flight);
     let stalls = node.recent_stalls_json();
+    let why = node.why_json();
     let mut published = shared.lock().unwrap_or_else(|e| e.into_inner());
     published.families = families;
     published.stalls = stalls;
+    published.why = why;
 }

@@ -177,8 +177,8 @@ mod tests {
     fn sample() -> Vec<Family> {
         vec![
             Family {
-                name: "stalltop_preemptions",
-                help: "Waits by cause.",
+                name: "stalltop_runq_wait_cause_seconds",
+                help: "Wait time by cause.",
                 kind: Kind::Counter,
                 series: vec![Series {
                     labels: vec![
@@ -214,11 +214,11 @@ mod tests {
     fn text_format_names_counters_with_total_and_escapes_labels() {
         let out = encode(&sample(), Format::Text);
         assert!(out.starts_with(
-            "# HELP stalltop_preemptions_total Waits by cause.\n\
-             # TYPE stalltop_preemptions_total counter\n"
+            "# HELP stalltop_runq_wait_cause_seconds_total Wait time by cause.\n\
+             # TYPE stalltop_runq_wait_cause_seconds_total counter\n"
         ));
         assert!(out.contains(
-            "stalltop_preemptions_total{container=\"pod:\\\"x\\\"/a\\\\b\",cause=\"other\"} 3"
+            "stalltop_runq_wait_cause_seconds_total{container=\"pod:\\\"x\\\"/a\\\\b\",cause=\"other\"} 3"
         ));
         assert!(out.contains("# TYPE stalltop_runq_wait_seconds histogram\n"));
         assert!(
@@ -238,9 +238,9 @@ mod tests {
     #[test]
     fn openmetrics_has_the_same_values_and_ends_with_eof() {
         let out = encode(&sample(), Format::OpenMetrics);
-        assert!(out.contains("# TYPE stalltop_preemptions counter\n"));
+        assert!(out.contains("# TYPE stalltop_runq_wait_cause_seconds counter\n"));
         assert!(out.contains(
-            "stalltop_preemptions_total{container=\"pod:\\\"x\\\"/a\\\\b\",cause=\"other\"} 3"
+            "stalltop_runq_wait_cause_seconds_total{container=\"pod:\\\"x\\\"/a\\\\b\",cause=\"other\"} 3"
         ));
         // prometheus-client puts `le` first.
         assert!(

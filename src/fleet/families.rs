@@ -118,19 +118,21 @@ pub fn families(i: &Inputs<'_>) -> Vec<Family> {
                 .collect(),
         },
         Family {
-            name: "stalltop_preemptions",
-            help: "Waits for a CPU of a container's tasks by cause: a task of its own cgroup, \
-                   of another, a kernel thread, or its CPU quota (throttled).",
+            name: "stalltop_runq_wait_cause_seconds",
+            help: "Time runnable tasks of a container waited for a CPU, in waits of 1 ms and \
+                   more, by cause: steal (the hypervisor), throttled (its CPU quota), softirq, \
+                   idle (nobody held the CPU: wake-up or migration latency), kthread, own (a \
+                   task of its own cgroup), other (another cgroup's).",
             kind: Kind::Counter,
             series: t
-                .preemptions
+                .wait_causes
                 .iter()
-                .map(|((container, cause), n)| Series {
+                .map(|((container, cause), ns)| Series {
                     labels: vec![
                         ("container", container.clone()),
                         ("cause", cause.name().to_owned()),
                     ],
-                    value: Value::Number(*n as f64),
+                    value: Value::Number(seconds(*ns)),
                 })
                 .collect(),
         },
@@ -431,7 +433,7 @@ mod tests {
     /// The series budget of docs/fleet.md: at most this many series per
     /// container with series of its own (and `other`), per CPU, and for the
     /// node besides.
-    const SERIES_PER_CONTAINER: usize = 19;
+    const SERIES_PER_CONTAINER: usize = 22;
     const SERIES_PER_CPU: usize = 11;
     const SERIES_PER_NODE: usize = 160;
 
@@ -461,7 +463,7 @@ mod tests {
         for c in containers {
             totals.runq.insert(c.into(), full.clone());
             for cause in Cause::ALL {
-                totals.preemptions.insert((c.into(), cause), 1);
+                totals.wait_causes.insert((c.into(), cause), 1);
             }
             totals.throttled.insert(c.into(), Throttled::default());
         }

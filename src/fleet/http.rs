@@ -31,6 +31,8 @@ pub struct Published {
     pub families: Vec<Family>,
     /// The recent stalls, as JSON.
     pub stalls: String,
+    /// The containers' waits by cause over the last minute, as JSON.
+    pub why: String,
     /// Whether a flight directory takes `POST /dump`.
     pub flight: bool,
 }
@@ -83,6 +85,7 @@ fn respond(
         }
         (&Method::GET, "/healthz") => reply(StatusCode::OK, TEXT, "ok\n".into()),
         (&Method::GET, "/stalls") => reply(StatusCode::OK, JSON, published.stalls.clone()),
+        (&Method::GET, "/why") => reply(StatusCode::OK, JSON, published.why.clone()),
         (&Method::POST, "/dump") if published.flight => match dumps.try_send(()) {
             Ok(()) => reply(StatusCode::ACCEPTED, TEXT, "dump planned\n".into()),
             Err(_) => reply(
@@ -96,7 +99,7 @@ fn respond(
             TEXT,
             "no flight recorder: start serve with --flight-dir\n".into(),
         ),
-        (_, "/metrics" | "/healthz" | "/stalls" | "/dump") => reply(
+        (_, "/metrics" | "/healthz" | "/stalls" | "/why" | "/dump") => reply(
             StatusCode::METHOD_NOT_ALLOWED,
             TEXT,
             "GET /metrics, /healthz, /stalls; POST /dump\n".into(),
@@ -133,6 +136,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Mutex::new(Published {
             stalls: "[]".into(),
+            why: "{\"runq\":[]}".into(),
             flight,
             ..Published::default()
         }));
@@ -171,6 +175,7 @@ mod tests {
             "{health}"
         );
         assert!(get(addr, "/stalls").await.ends_with("[]"));
+        assert!(get(addr, "/why").await.ends_with("{\"runq\":[]}"));
         assert!(get(addr, "/metrics")
             .await
             .contains("text/plain; version=0.0.4"));

@@ -3,13 +3,15 @@
 //! Pure: the caller supplies the time and does the I/O (writing the dumps
 //! this plans, serving what it publishes).
 
+use std::collections::VecDeque;
+
 use super::families::{self, Family, FlightCounts, Inputs};
 use super::flight::{Chunk, FlightWindow, Plan};
 use super::stall_watch::{StallWatch, Trigger};
 use super::totals::Totals;
-use crate::model::Analysis;
+use crate::model::{kernel_since, Analysis};
 use crate::record::{ChunkBuilder, WriteError};
-use crate::stream::{Entry, FlightTrigger, Header};
+use crate::stream::{Entry, FlightTrigger, Header, KernelSnapshot};
 
 /// Stalls `/stalls` lists, the latest.
 pub const RECENT_STALLS: usize = 100;
@@ -17,6 +19,11 @@ pub const RECENT_STALLS: usize = 100;
 /// and for every stall to settle before it is dropped, at a bounded cost
 /// over months.
 const KEPT_STALLS: usize = 2_000;
+/// `/why` covers about the last minute: it keeps a kernel snapshot every
+/// `WHY_STEP_NS` as a baseline, and answers from the oldest of the last
+/// `WHY_BASELINES`.
+const WHY_STEP_NS: u64 = 10_000_000_000;
+const WHY_BASELINES: usize = 7;
 /// Memory the flight window may take (compressed chunks).
 pub const FLIGHT_WINDOW_MAX_BYTES: usize = 128 << 20;
 
@@ -26,6 +33,8 @@ pub struct Node {
     totals: Totals,
     watch: StallWatch,
     flight: Option<Flight>,
+    /// Baselines of `/why`'s window, oldest first.
+    why_baselines: VecDeque<KernelSnapshot>,
 }
 
 struct Flight {
@@ -53,13 +62,17 @@ impl Node {
                 chunk: ChunkBuilder::default(),
                 chunk_start_ns: now_ns,
             }),
+            why_baselines: VecDeque::new(),
         }
     }
 
     pub fn apply(&mut self, entry: &Entry) -> Result<(), WriteError> {
         self.analysis.apply(entry);
         match entry {
-            Entry::Kernel(k) => self.totals.apply_kernel(k, &self.analysis),
+            Entry::Kernel(k) => {
+                self.totals.apply_kernel(k, &self.analysis);
+                self.keep_why_baseline(k);
+            }
             Entry::Throttle(t) => self.totals.apply_throttle(t, &self.analysis),
             Entry::Records(_) | Entry::Names(_) => {}
         }
@@ -72,6 +85,19 @@ impl Node {
             flight.chunk.push(entry)?;
         }
         Ok(())
+    }
+
+    fn keep_why_baseline(&mut self, k: &KernelSnapshot) {
+        let due = self
+            .why_baselines
+            .back()
+            .is_none_or(|last| k.ts_ns >= last.ts_ns + WHY_STEP_NS);
+        if due {
+            self.why_baselines.push_back(k.clone());
+            if self.why_baselines.len() > WHY_BASELINES {
+                self.why_baselines.pop_front();
+            }
+        }
     }
 
     /// Once a second: close the flight chunk, count settled stalls, plan
@@ -151,9 +177,135 @@ impl Node {
             .map_or(0, |k| k.programs.iter().map(|p| p.run_time_ns).sum())
     }
 
+    /// `/why`: the report's run-queue rows over about the last minute (since
+    /// the oldest baseline; all of serve's run in its first seconds), each
+    /// with its wait by cause, the longest total wait first.
+    pub fn why_json(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct Why<'a> {
+            /// The window, CLOCK_MONOTONIC ns.
+            start_ns: u64,
+            end_ns: u64,
+            runq: &'a [crate::model::RunqRow],
+        }
+        let Some(latest) = self.analysis.kernel() else {
+            return "null".into();
+        };
+        let (start_ns, window) = match self.why_baselines.front() {
+            Some(base) if base.ts_ns < latest.ts_ns => (base.ts_ns, kernel_since(latest, base)),
+            _ => (self.header.start_ns, latest.clone()),
+        };
+        let rows = self.analysis.why_rows(&window);
+        serde_json::to_string(&Why {
+            start_ns,
+            end_ns: latest.ts_ns,
+            runq: &rows,
+        })
+        .expect("why rows serialize")
+    }
+
     /// The latest stalls as `/stalls` shows them: the report's stall rows.
     pub fn recent_stalls_json(&self) -> String {
         serde_json::to_string(&self.analysis.recent_stall_rows(RECENT_STALLS))
             .expect("stall rows serialize")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::histogram::Histogram;
+    use crate::model::tests::{header, names, MS, NOISY};
+    use crate::stream::{CgroupRunq, WaitCauses};
+
+    const S: u64 = 1_000_000_000;
+
+    /// The noisy cgroup's cumulative row at `t` seconds: one 5 ms wait a second, 4 ms of it
+    /// behind another cgroup, 1 ms throttled.
+    fn at(t: u64) -> Entry {
+        let mut latency = Histogram::default();
+        for _ in 0..t {
+            latency.record(5 * MS);
+        }
+        Entry::Kernel(KernelSnapshot {
+            ts_ns: header().start_ns + t * S,
+            runq: vec![CgroupRunq {
+                cgroup: NOISY,
+                latency,
+                count: t,
+                total_ns: t * 5 * MS,
+                max_ns: 5 * MS,
+                why: Some(WaitCauses {
+                    other_cgroup_ns: t * 4 * MS,
+                    throttled_ns: t * MS,
+                    ..WaitCauses::default()
+                }),
+                ..CgroupRunq::default()
+            }],
+            ..KernelSnapshot::default()
+        })
+    }
+
+    fn why_after(seconds: u64) -> serde_json::Value {
+        let settings = Settings {
+            max_containers: 10,
+            trigger_ns: 50 * MS,
+            keep_ns: None,
+        };
+        let mut node = Node::new(header(), &settings, header().start_ns);
+        node.apply(&names()).unwrap();
+        for t in 1..=seconds {
+            node.apply(&at(t)).unwrap();
+        }
+        serde_json::from_str(&node.why_json()).unwrap()
+    }
+
+    fn causes(row: &serde_json::Value) -> Vec<(String, u64)> {
+        row["why"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["cause"].as_str().unwrap().to_owned(),
+                    c["ns"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn why_covers_about_the_last_minute() {
+        // Baselines at 1, 11, ... 81 s; the oldest of the last seven is at 21 s.
+        let why = why_after(85);
+        assert_eq!(why["start_ns"], header().start_ns + 21 * S);
+        assert_eq!(why["end_ns"], header().start_ns + 85 * S);
+        let [row] = why["runq"].as_array().unwrap().as_slice() else {
+            panic!("{why}");
+        };
+        assert_eq!(row["cgroup"], "/noisy");
+        assert_eq!(row["total_ns"], 64 * 5 * MS);
+        assert_eq!(
+            causes(row),
+            [
+                ("other_cgroup".to_owned(), 64 * 4 * MS),
+                ("throttled".to_owned(), 64 * MS)
+            ]
+        );
+    }
+
+    #[test]
+    fn in_its_first_seconds_why_covers_the_whole_run() {
+        let why = why_after(1);
+        assert_eq!(why["start_ns"], header().start_ns);
+        assert_eq!(why["runq"][0]["total_ns"], 5 * MS);
+        let why = why_after(5);
+        assert_eq!(why["start_ns"], header().start_ns + S);
+        assert_eq!(why["runq"][0]["total_ns"], 4 * 5 * MS);
+    }
+
+    #[test]
+    fn before_any_snapshot_why_is_null() {
+        assert_eq!(why_after(0), serde_json::Value::Null);
     }
 }

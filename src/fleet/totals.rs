@@ -9,31 +9,55 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::labels::{ContainerLabels, OTHER};
 use crate::histogram::Histogram;
 use crate::model::Analysis;
-use crate::stream::{KernelSnapshot, ThrottleSnapshot};
+use crate::stream::{KernelSnapshot, ThrottleSnapshot, WaitCauses};
 
-/// Why a runnable task of a container lost or could not get its CPU.
+/// Why a runnable task of a container waited for its CPU (in waits of at least 1 ms, split
+/// where each ended: `stream::WaitCauses`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Cause {
+    /// The hypervisor ran another vCPU.
+    Steal,
+    /// Its cgroup's (or an ancestor's) CPU quota ran out.
+    Throttled,
+    /// Softirqs ran on its CPU.
+    Softirq,
+    /// Nobody held its CPU: wake-up or migration latency.
+    Idle,
+    /// A kernel thread held its CPU.
+    Kthread,
     /// A task of its own cgroup.
     Own,
     /// A task of another cgroup.
     Other,
-    /// A kernel thread.
-    Kthread,
-    /// Its cgroup's (or an ancestor's) CPU quota ran out.
-    Throttled,
 }
 
 impl Cause {
-    pub const ALL: [Cause; 4] = [Cause::Own, Cause::Other, Cause::Kthread, Cause::Throttled];
+    /// In the order of `WaitCauses::parts`.
+    pub const ALL: [Cause; 7] = [
+        Cause::Steal,
+        Cause::Throttled,
+        Cause::Softirq,
+        Cause::Idle,
+        Cause::Kthread,
+        Cause::Own,
+        Cause::Other,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
+            Cause::Steal => "steal",
+            Cause::Throttled => "throttled",
+            Cause::Softirq => "softirq",
+            Cause::Idle => "idle",
+            Cause::Kthread => "kthread",
             Cause::Own => "own",
             Cause::Other => "other",
-            Cause::Kthread => "kthread",
-            Cause::Throttled => "throttled",
         }
+    }
+
+    /// The wait time of each cause in `why` (none: recorded before the split was kept).
+    fn split(why: Option<&WaitCauses>) -> [u64; 7] {
+        why.map_or([0; 7], |w| w.parts().map(|(_, ns)| ns))
     }
 }
 
@@ -101,7 +125,8 @@ fn grew(now: u64, before: Option<u64>) -> u64 {
 #[derive(Clone, Default)]
 struct RunqSeen {
     latency: Hist,
-    causes: [u64; 4],
+    /// Wait time by cause, ns.
+    causes: [u64; 7],
 }
 
 /// A container's CFS bandwidth counters (cgroupfs `cpu.stat`, cgroups
@@ -141,7 +166,8 @@ pub struct Totals {
     removed_cgroups: HashSet<u64>,
     /// By container label.
     pub runq: BTreeMap<String, Hist>,
-    pub preemptions: BTreeMap<(String, Cause), u64>,
+    /// Wait time (ns) by container label and cause.
+    pub wait_causes: BTreeMap<(String, Cause), u64>,
     /// By softirq vector number.
     pub softirq: BTreeMap<u32, Hist>,
     pub throttled: BTreeMap<String, Throttled>,
@@ -163,7 +189,7 @@ impl Totals {
             live_per_container: HashMap::new(),
             removed_cgroups: HashSet::new(),
             runq: BTreeMap::new(),
-            preemptions: BTreeMap::new(),
+            wait_causes: BTreeMap::new(),
             softirq: BTreeMap::new(),
             throttled: BTreeMap::new(),
             quota_cpus: BTreeMap::new(),
@@ -180,16 +206,11 @@ impl Totals {
         for r in &k.runq {
             let now = RunqSeen {
                 latency: Hist::of(&r.latency, r.total_ns),
-                causes: [
-                    r.preempted_same_cgroup,
-                    r.preempted_other_cgroup,
-                    r.preempted_kthread,
-                    r.preempted_throttled,
-                ],
+                causes: Cause::split(r.why.as_ref()),
             };
             let before = self.runq_seen.insert(r.cgroup, now.clone());
             let latency = now.latency.since(before.as_ref().map(|b| &b.latency));
-            let causes: Vec<u64> = (0..4)
+            let causes: Vec<u64> = (0..Cause::ALL.len())
                 .map(|i| grew(now.causes[i], before.as_ref().map(|b| b.causes[i])))
                 .collect();
             if latency.count == 0 && causes.iter().all(|&c| c == 0) {
@@ -200,7 +221,7 @@ impl Totals {
             for (cause, n) in Cause::ALL.into_iter().zip(causes) {
                 // Only causes that happened get a series (the budget).
                 if n > 0 {
-                    *self.preemptions.entry((label.clone(), cause)).or_default() += n;
+                    *self.wait_causes.entry((label.clone(), cause)).or_default() += n;
                 }
             }
         }
@@ -300,7 +321,7 @@ impl Totals {
 
     fn drop_series(&mut self, container: &str) {
         self.runq.remove(container);
-        self.preemptions.retain(|(label, _), _| label != container);
+        self.wait_causes.retain(|(label, _), _| label != container);
         self.throttled.remove(container);
         self.quota_cpus.remove(container);
     }
@@ -315,6 +336,7 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
+    /// A cgroup's run-queue row: `waits`, and `other` ns of them behind another cgroup.
     fn runq(cgroup: u64, waits: &[u64], other: u64) -> CgroupRunq {
         let mut latency = Histogram::default();
         for &w in waits {
@@ -326,7 +348,10 @@ mod tests {
             count: waits.len() as u64,
             total_ns: waits.iter().sum(),
             max_ns: waits.iter().copied().max().unwrap_or(0),
-            preempted_other_cgroup: other,
+            why: Some(WaitCauses {
+                other_cgroup_ns: other,
+                ..WaitCauses::default()
+            }),
             ..CgroupRunq::default()
         }
     }
@@ -356,14 +381,59 @@ mod tests {
         );
         let noisy = &totals.runq["/noisy"];
         assert_eq!((noisy.count, noisy.sum_ns), (3, 7 * MS));
-        assert_eq!(totals.preemptions[&("/noisy".into(), Cause::Other)], 3);
+        assert_eq!(totals.wait_causes[&("/noisy".into(), Cause::Other)], 3);
         // The cgroup left the kernel's map and came back with new counts: they add up.
         totals.apply_kernel(&snapshot(3, vec![]), &a);
         totals.apply_kernel(&snapshot(4, vec![runq(NOISY, &[8 * MS], 1)]), &a);
         let noisy = &totals.runq["/noisy"];
         assert_eq!((noisy.count, noisy.sum_ns), (4, 15 * MS));
         assert_eq!(noisy.slots.iter().sum::<u64>(), 4);
-        assert_eq!(totals.preemptions[&("/noisy".into(), Cause::Other)], 4);
+        assert_eq!(totals.wait_causes[&("/noisy".into(), Cause::Other)], 4);
+    }
+
+    #[test]
+    fn wait_time_goes_to_each_cause_as_it_grew() {
+        let a = analysis();
+        let mut totals = Totals::new(10);
+        let split = |n: u64| WaitCauses {
+            steal_ns: n,
+            throttled_ns: 2 * n,
+            softirq_ns: 3 * n,
+            idle_ns: 4 * n,
+            kthread_ns: 5 * n,
+            same_cgroup_ns: 6 * n,
+            other_cgroup_ns: 7 * n,
+        };
+        let row = |n| CgroupRunq {
+            why: Some(split(n)),
+            ..runq(VICTIM, &[MS], 0)
+        };
+        totals.apply_kernel(&snapshot(1, vec![row(MS)]), &a);
+        totals.apply_kernel(&snapshot(2, vec![row(3 * MS)]), &a);
+        let victim = a.container(VICTIM);
+        let got: Vec<(&str, u64)> = Cause::ALL
+            .iter()
+            .map(|&c| (c.name(), totals.wait_causes[&(victim.clone(), c)]))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("steal", 3 * MS),
+                ("throttled", 6 * MS),
+                ("softirq", 9 * MS),
+                ("idle", 12 * MS),
+                ("kthread", 15 * MS),
+                ("own", 18 * MS),
+                ("other", 21 * MS),
+            ]
+        );
+        // A recording made before the split was kept adds to no cause.
+        let unsplit = CgroupRunq {
+            why: None,
+            ..runq(NOISY, &[MS], 0)
+        };
+        totals.apply_kernel(&snapshot(3, vec![unsplit]), &a);
+        assert!(!totals.wait_causes.keys().any(|(c, _)| c == "/noisy"));
     }
 
     #[test]
@@ -374,7 +444,7 @@ mod tests {
         totals.apply_kernel(&snapshot(1, both), &a);
         assert_eq!(totals.runq["/noisy"].count, 1);
         assert_eq!(totals.runq[OTHER].count, 2);
-        assert_eq!(totals.preemptions[&(OTHER.into(), Cause::Other)], 2);
+        assert_eq!(totals.wait_causes[&(OTHER.into(), Cause::Other)], 2);
         assert_eq!(totals.runq.len(), 2);
     }
 
@@ -456,6 +526,6 @@ mod tests {
         totals.apply_kernel(&snapshot(2 * S + LINGER_NS - 1, vec![]), &a);
         assert!(totals.runq.contains_key("/noisy"));
         totals.apply_kernel(&snapshot(2 * S + LINGER_NS, vec![]), &a);
-        assert!(totals.runq.is_empty() && totals.preemptions.is_empty());
+        assert!(totals.runq.is_empty() && totals.wait_causes.is_empty());
     }
 }

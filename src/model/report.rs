@@ -24,6 +24,7 @@ use crate::stream::{HostInfo, ProbeLoad, Settings, WaitCause};
 
 pub(super) use build::{build, stall_row};
 pub(super) use evidence::most_frequent_stack;
+pub(super) use rows::runq_rows;
 
 pub use distribution::{Distribution, Range};
 pub use scope::{unix_ns, utc, ReportScope, TimeSpec};

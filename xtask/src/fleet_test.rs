@@ -1,8 +1,8 @@
 //! `cargo xtask fleet-test`: `stalltop serve` as a node of a fleet runs it, checked with the
 //! tools a fleet has. A real Prometheus (Debian's) scrapes it every second with the project's
 //! rules loaded (deploy/prometheus/stalltop-rules.yaml) through real scenarios: PromQL over its
-//! histogram must give the noisy neighbour's victim its p99 and count its preemptions by the
-//! other cgroup; `promtool check metrics` must accept what it serves; the throttle scenario's
+//! histogram must give the noisy neighbour's victim its p99, and its wait by cause must put it
+//! behind the other cgroup; `promtool check metrics` must accept what it serves; the throttle scenario's
 //! real throttles must make the flight recorder write a readable recording with the seconds
 //! before the stall, and so must `POST /dump`; the ksoftirqd scenario fills the softirq
 //! panels; the churn scenario's thousands of cgroups must keep its series within budget. Then
@@ -85,8 +85,8 @@ fn run(stalltop: &Path, workdir: &Path) -> Result<()> {
     let prom = Prometheus::start(workdir, &serve_addr, &rules)?;
     let start = now_unix_seconds();
 
-    check_noisy_neighbour(&prom)?;
-    eprintln!("fleet: Prometheus p99 and preemptions: PASS");
+    check_noisy_neighbour(&prom, &serve_addr)?;
+    eprintln!("fleet: Prometheus p99 and wait by cause, /why: PASS");
 
     let metrics = web::get(&format!("http://{serve_addr}/metrics"))?;
     prometheus::promtool_check(&metrics, workdir)?;
@@ -126,7 +126,7 @@ fn run(stalltop: &Path, workdir: &Path) -> Result<()> {
 
 /// The noisy-neighbour scenario under the scrapes; retried when another workload contaminated
 /// it.
-fn check_noisy_neighbour(prom: &Prometheus) -> Result<()> {
+fn check_noisy_neighbour(prom: &Prometheus, serve_addr: &str) -> Result<()> {
     let mut why = String::new();
     for attempt in 1..=RETRIES + 1 {
         wait_for_load_to_settle()?;
@@ -140,7 +140,8 @@ fn check_noisy_neighbour(prom: &Prometheus) -> Result<()> {
         }
         // Two scrapes after the end, so the window's last counts are in.
         pause(Duration::from_secs(3))?;
-        return check_victim_in_prometheus(prom, &outcome);
+        check_victim_in_prometheus(prom, &outcome)?;
+        return check_victim_in_why(serve_addr, &outcome);
     }
     bail!(
         "all {} noisy-neighbour runs were contaminated, the last by {why}",
@@ -148,13 +149,18 @@ fn check_noisy_neighbour(prom: &Prometheus) -> Result<()> {
     )
 }
 
-fn check_victim_in_prometheus(prom: &Prometheus, outcome: &Outcome) -> Result<()> {
-    let victim = outcome
+/// The noisy-neighbour scenario's victim cgroup.
+fn victim_cgroup(outcome: &Outcome) -> Result<&str> {
+    outcome
         .measured
         .cgroups
         .victim
         .as_deref()
-        .context("no victim cgroup")?;
+        .context("no victim cgroup")
+}
+
+fn check_victim_in_prometheus(prom: &Prometheus, outcome: &Outcome) -> Result<()> {
+    let victim = victim_cgroup(outcome)?;
     let truth = outcome.measured.victim.context("no victim stats")?;
     let at = unix_seconds(outcome.end_ns) + 2.0;
     let range = format!(
@@ -168,23 +174,56 @@ fn check_victim_in_prometheus(prom: &Prometheus, outcome: &Outcome) -> Result<()
         ),
         at,
     )?;
-    let preempted = prom.scalar(
+    let total = prom.scalar(
         &format!(
-            "sum(increase(stalltop_preemptions_total{{container=\"{victim}\",cause=\"other\"}}\
-             [{range}]))"
+            "sum(increase(stalltop_runq_wait_seconds_sum{{container=\"{victim}\"}}[{range}]))"
+        ),
+        at,
+    )?;
+    let other = prom.scalar(
+        &format!(
+            "sum(increase(stalltop_runq_wait_cause_seconds_total{{container=\"{victim}\",\
+             cause=\"other\"}}[{range}]))"
         ),
         at,
     )?;
     eprintln!(
-        "fleet: Prometheus: victim p99 {:.3} ms (lateness p99 {:.3} ms), {preempted:.0} \
-         preemptions by another cgroup",
+        "fleet: Prometheus: victim p99 {:.3} ms (lateness p99 {:.3} ms), waited {total:.3} s, \
+         {other:.3} s of it behind another cgroup",
         p99 * 1e3,
         truth.lateness.p99_ns as f64 / 1e6
     );
-    let seconds = (outcome.end_ns - outcome.start_ns) as f64 / 1e9;
     fleet::victim_p99(p99, truth.lateness.p99_ns)
-        .and_then(|()| fleet::other_preemptions(preempted, seconds))
-        .map_err(anyhow::Error::msg)
+        .and_then(|()| fleet::other_share(other, total))
+        .map_err(|e| anyhow::anyhow!("Prometheus: {e}"))
+}
+
+/// serve's `/why` (the last minute, the scenario in it) puts the victim's wait behind the other
+/// cgroup, as Prometheus does.
+fn check_victim_in_why(serve_addr: &str, outcome: &Outcome) -> Result<()> {
+    let victim = victim_cgroup(outcome)?;
+    let why: Value = serde_json::from_str(&web::get(&format!("http://{serve_addr}/why"))?)?;
+    let rows: Vec<&Value> = why["runq"]
+        .as_array()
+        .context("/why has no runq rows")?
+        .iter()
+        .filter(|row| row["cgroup"] == victim)
+        .collect();
+    ensure!(!rows.is_empty(), "/why has no row of {victim}: {why}");
+    let ns = |v: &Value| v.as_u64().unwrap_or(0) as f64;
+    let total: f64 = rows.iter().map(|row| ns(&row["total_ns"])).sum();
+    let other: f64 = rows
+        .iter()
+        .flat_map(|row| row["why"]["causes"].as_array().into_iter().flatten())
+        .filter(|cause| cause["cause"] == "other_cgroup")
+        .map(|cause| ns(&cause["ns"]))
+        .sum();
+    eprintln!(
+        "fleet: /why: {victim} waited {:.3} s, {:.3} s of it behind another cgroup",
+        total / 1e9,
+        other / 1e9
+    );
+    fleet::other_share(other / 1e9, total / 1e9).map_err(|e| anyhow::anyhow!("/why: {e}"))
 }
 
 /// The throttle scenario's stalls, then `POST /dump`: each makes a recording `report` reads.

@@ -25,7 +25,7 @@ const TOP_SYSCALLS: usize = 50;
 const TOP_STOLEN: usize = 20;
 
 /// Worst p99 first.
-pub(super) fn runq_rows(a: &Analysis, kernel: Option<&KernelSnapshot>) -> Vec<RunqRow> {
+pub(in crate::model) fn runq_rows(a: &Analysis, kernel: Option<&KernelSnapshot>) -> Vec<RunqRow> {
     let mut rows: Vec<RunqRow> = kernel
         .iter()
         .flat_map(|k| k.runq.iter().map(move |r| runq_row(a, k, r)))

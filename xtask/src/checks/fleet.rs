@@ -14,9 +14,14 @@ fn runq_bounds_ns() -> impl DoubleEndedIterator<Item = f64> {
 /// How far stalltop's waits and the victim's own lateness may differ (the timer's wakeup latency,
 /// waits inside its work): the bucket of the truth divided or multiplied by this may hold the p99.
 const MEASUREMENT_FACTOR: f64 = 1.5;
-/// The hogs of the other cgroup take the victim's CPU about every period (1 ms): require at
-/// least a tenth of the periods to count a preemption by another cgroup.
-const MIN_OTHER_PREEMPTIONS_PER_SECOND: f64 = 100.0;
+/// The victim waits behind the other cgroup's hogs and nothing else (100% `other_cgroup` in
+/// the report's why lines of the scenario's CI runs): the share Prometheus computes may be this
+/// many points short of all (the why checks' tolerance, which also covers the waits under 1 ms
+/// that have no cause) ...
+const OTHER_SHARE_POINTS: f64 = 10.0;
+/// ... and over it by at most this many, as `increase()` extrapolates each series from its own
+/// first sample (a cause can never take more than the whole wait).
+const OTHER_SHARE_OVER_POINTS: f64 = 5.0;
 /// A flight recording holds at least this much before the stall that triggered it (`--keep`
 /// 15 s, less the second a chunk spans and scheduling slack).
 pub const MIN_BEFORE_NS: u64 = 12_000_000_000;
@@ -53,12 +58,17 @@ fn bucket_of(ns: f64) -> (f64, f64) {
     (lower.min(upper), upper)
 }
 
-/// Prometheus counted the victim's preemptions by the other cgroup's hogs.
-pub fn other_preemptions(count: f64, seconds: f64) -> Result<(), String> {
-    if count < MIN_OTHER_PREEMPTIONS_PER_SECOND * seconds {
+/// The share of the victim's wait behind another cgroup (`other_s` of `total_s`: Prometheus's
+/// `stalltop_runq_wait_cause_seconds` by cause `other` of its run-queue histogram's sum, or
+/// serve's `/why`) is all of it, within `OTHER_SHARE_POINTS` below and `OTHER_SHARE_OVER_POINTS`
+/// above.
+pub fn other_share(other_s: f64, total_s: f64) -> Result<(), String> {
+    let share = 100.0 * other_s / total_s;
+    if !(100.0 - OTHER_SHARE_POINTS..=100.0 + OTHER_SHARE_OVER_POINTS).contains(&share) {
         return Err(format!(
-            "Prometheus counted {count} preemptions of the victim by another cgroup in {seconds:.1} \
-             s; expected at least {MIN_OTHER_PREEMPTIONS_PER_SECOND}/s"
+            "{other_s:.3} s of the victim's {total_s:.3} s wait behind another cgroup \
+             ({share:.1}%); expected all of it, within {OTHER_SHARE_POINTS} points below and \
+             {OTHER_SHARE_OVER_POINTS} above"
         ));
     }
     Ok(())
@@ -117,10 +127,10 @@ pub fn flight_recording(report: &Report, trigger_ns: u64) -> Result<(), String> 
 /// The series budget of docs/fleet.md: at most this many per container with series of its own
 /// (and `other`), per CPU, and for the node besides. At the default `--max-series-containers`
 /// a node of up to 10 CPUs stays within 2,000.
-const SERIES_PER_CONTAINER: usize = 19;
+const SERIES_PER_CONTAINER: usize = 22;
 const SERIES_PER_CPU: usize = 11;
 const SERIES_PER_NODE: usize = 160;
-pub const DEFAULT_MAX_CONTAINERS: usize = 90;
+pub const DEFAULT_MAX_CONTAINERS: usize = 75;
 
 fn budget(max_containers: usize, cpus: usize) -> usize {
     (max_containers + 1) * SERIES_PER_CONTAINER + cpus * SERIES_PER_CPU + SERIES_PER_NODE
@@ -194,9 +204,12 @@ mod tests {
     }
 
     #[test]
-    fn too_few_preemptions_fail() {
-        other_preemptions(4_000.0, 10.0).unwrap();
-        other_preemptions(900.0, 10.0).unwrap_err();
+    fn the_victims_wait_must_be_the_other_cgroups() {
+        other_share(2.9, 3.0).unwrap();
+        other_share(3.1, 3.0).unwrap();
+        other_share(2.6, 3.0).unwrap_err();
+        other_share(3.3, 3.0).unwrap_err();
+        other_share(0.0, 0.0).unwrap_err();
     }
 
     fn recording(start_s: u64, duration_s: u64, stall_at_s: u64, stall_ms: u64) -> Report {
@@ -261,12 +274,12 @@ mod tests {
 
     #[test]
     fn the_default_budget_is_two_thousand_up_to_ten_cpus() {
-        // 91 containers with series and 10 CPUs: 1,729 + 110 + 160.
-        assert_eq!(budget(DEFAULT_MAX_CONTAINERS, 10), 1_999);
-        series_budget(1_911, DEFAULT_MAX_CONTAINERS, 2).unwrap();
-        series_budget(1_912, DEFAULT_MAX_CONTAINERS, 2).unwrap_err();
-        series_budget(6 * 19 + 22 + 160, 5, 2).unwrap();
-        series_budget(6 * 19 + 22 + 161, 5, 2).unwrap_err();
+        // 76 containers with series and 10 CPUs: 1,672 + 110 + 160.
+        assert_eq!(budget(DEFAULT_MAX_CONTAINERS, 10), 1_942);
+        series_budget(1_854, DEFAULT_MAX_CONTAINERS, 2).unwrap();
+        series_budget(1_855, DEFAULT_MAX_CONTAINERS, 2).unwrap_err();
+        series_budget(6 * 22 + 22 + 160, 5, 2).unwrap();
+        series_budget(6 * 22 + 22 + 161, 5, 2).unwrap_err();
     }
 
     #[test]
@@ -276,7 +289,7 @@ mod tests {
                        stalltop_runq_wait_seconds_count{container=\"other\"} 9\n";
         churned_labels(metrics, "/live", &gone).unwrap();
         let with_gone =
-            format!("{metrics}stalltop_preemptions_total{{container=\"/pod2\",cause=\"own\"}} 1\n");
+            format!("{metrics}stalltop_runq_wait_cause_seconds_total{{container=\"/pod2\",cause=\"own\"}} 1\n");
         assert!(churned_labels(&with_gone, "/live", &gone)
             .unwrap_err()
             .contains("/pod2"));
