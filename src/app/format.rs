@@ -113,6 +113,24 @@ pub fn why(why: &WhyRow) -> String {
         .join(", ")
 }
 
+/// The largest cause of a wait, short, for a table cell: "62% other",
+/// "100% quota".
+pub fn why_largest(why: &WhyRow) -> String {
+    why.largest_cause().map_or("-".into(), |(c, percent)| {
+        let name = match c {
+            WaitCause::Steal => "steal",
+            WaitCause::Throttled => "quota",
+            WaitCause::Softirq => "softirq",
+            WaitCause::Idle => "idle",
+            WaitCause::Kthread => "kthread",
+            WaitCause::SameCgroup => "own",
+            WaitCause::OtherCgroup => "other",
+            WaitCause::ShortWaits => "short",
+        };
+        format!("{} {name}", share(percent))
+    })
+}
+
 /// "52%", or "<1%" for a share that rounds to none.
 fn share(percent: f64) -> String {
     if percent < 0.5 {

@@ -366,6 +366,23 @@ pub struct WhyRow {
     pub causes: Vec<WhyCause>,
 }
 
+impl WhyRow {
+    /// The cause that took most of the wait, with its share (%): the
+    /// holders of other cgroups summed as one cause. None: nothing split.
+    pub fn largest_cause(&self) -> Option<(WaitCause, f64)> {
+        let mut by_cause: BTreeMap<WaitCause, (u64, f64)> = BTreeMap::new();
+        for c in &self.causes {
+            let (ns, percent) = by_cause.entry(c.cause).or_default();
+            *ns += c.ns;
+            *percent += c.percent;
+        }
+        by_cause
+            .into_iter()
+            .max_by(|(a, (a_ns, _)), (b, (b_ns, _))| a_ns.cmp(b_ns).then_with(|| b.cmp(a)))
+            .map(|(cause, (_, percent))| (cause, percent))
+    }
+}
+
 /// One cause of a cgroup's wait: in waits of at least 1 ms, the hypervisor
 /// (`steal`), its CPU quota (`throttled`), softirqs on its CPU, an idle CPU
 /// (wake-up or migration latency), a kernel thread, a task of its own

@@ -91,14 +91,14 @@ fn busy_wide() {
             "131ms",
             // feed: the cadvisor chain (case 1) and the hog (case 4)
             "NET_RX+ksoftirqd/3",
-            "cadvisor[2101] cadvisor.service › read › /s",
+            "cadvisor[2101] cadvisor.service",
             "api-worker[300]",
             "hog[400] batch.service",
             // culprits: three cgroups' memory.stat collapsed into one row
             "read › /sys/fs/cgroup/mem",
-            // containers: runq percentiles, preemption causes, neighbour, throttling
+            // containers: runq percentiles, the largest cause of the wait, neighbour, throttling
             "pod:0f1e2d3c/4c5f7e9a1b2c",
-            "8/680/24",
+            "75% other",
             "×660 hog",
             "40.0",
             // syscalls: fadvise64 tops kernel time (case 5)

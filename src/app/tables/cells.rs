@@ -139,19 +139,22 @@ pub fn feed_cells(stall: &StallRow, when: When) -> Vec<Segment> {
     vec![
         Segment::new(when.text(at), Tone::Dim),
         Segment::plain(stall.cpu.to_string()),
-        Segment::new(format::duration(stall.duration_ns), Tone::Strong),
+        Segment::plain(format::duration(stall.duration_ns)),
+        Segment::new(format::duration(stall.longest_wait_ns), Tone::Strong),
         Segment::new(kind_label(stall.kind), kind_tone(stall.kind)),
         Segment::plain(waited_text(stall)),
         Segment::plain(culprit_chain(stall)),
     ]
 }
 
-/// A cgroup's worst wait while no stall crossed the threshold: marked as
-/// under it, with the task that most often held the CPU during its waits.
+/// A cgroup's worst wait while no stall crossed the threshold (a single
+/// wait: its span is its length): marked as under it, with the task that
+/// most often held the CPU during its waits.
 pub fn wait_cells(row: &RunqRow, runq_threshold_ns: u64) -> Vec<Segment> {
     vec![
         Segment::new("-", Tone::Dim),
         Segment::new("-", Tone::Dim),
+        Segment::plain(format::duration(row.max_ns)),
         Segment::new(format::duration(row.max_ns), Tone::Strong),
         Segment::new(
             format!("runq<{}", format::duration(runq_threshold_ns)),
@@ -210,16 +213,10 @@ pub fn container_cells(c: &ContainerView, report: &Report) -> Vec<Segment> {
         Segment::plain(ns(runq.map(|r| r.p50_ns))),
         Segment::new(ns(runq.map(|r| r.p99_ns)), Tone::Strong),
         Segment::plain(ns(runq.map(|r| r.max_ns))),
-        Segment::plain(runq.map_or("-".into(), |r| {
-            let p = &r.preempted_by;
-            let n = |v: u64| format::count(v as f64);
-            format!(
-                "{}/{}/{}",
-                n(p.same_cgroup),
-                n(p.other_cgroup),
-                n(p.kthread)
-            )
-        })),
+        Segment::plain(
+            runq.and_then(|r| r.why.as_ref())
+                .map_or("-".into(), format::why_largest),
+        ),
         Segment::plain(neighbour),
         Segment::new(
             throttle.map_or("-".into(), |t| format!("{:.1}", t.throttled_pct)),

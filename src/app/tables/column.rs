@@ -74,14 +74,17 @@ pub type Order<T> = fn(&Report, &T, &T) -> Ordering;
 pub enum FeedColumn {
     Age,
     Cpu,
+    /// The stall's span: its merged waits from the first start to the last end.
     Duration,
+    /// The longest single wait merged into it.
+    LongestWait,
     Kind,
     Waited,
     Chain,
 }
 
 impl FeedColumn {
-    /// Newest first, CPU then newest, longest first.
+    /// Newest first, CPU then newest, longest first (span or single wait).
     pub fn order(self) -> Option<Order<StallRow>> {
         fn end(s: &StallRow) -> u64 {
             s.start_ns + s.duration_ns
@@ -96,6 +99,9 @@ impl FeedColumn {
             FeedColumn::Duration => Some(|_, a, b| {
                 Reverse((a.duration_ns, end(a))).cmp(&Reverse((b.duration_ns, end(b))))
             }),
+            FeedColumn::LongestWait => Some(|_, a, b| {
+                Reverse((a.longest_wait_ns, end(a))).cmp(&Reverse((b.longest_wait_ns, end(b))))
+            }),
             FeedColumn::Kind | FeedColumn::Waited | FeedColumn::Chain => None,
         }
     }
@@ -106,6 +112,7 @@ impl Column for FeedColumn {
         FeedColumn::Age,
         FeedColumn::Cpu,
         FeedColumn::Duration,
+        FeedColumn::LongestWait,
         FeedColumn::Kind,
         FeedColumn::Waited,
         FeedColumn::Chain,
@@ -115,7 +122,8 @@ impl Column for FeedColumn {
         match self {
             FeedColumn::Age => col("WHEN", 8, true, 2),
             FeedColumn::Cpu => col("CPU", 3, true, 0),
-            FeedColumn::Duration => col("DUR", 7, true, 0),
+            FeedColumn::Duration => col("SPAN", 7, true, 0),
+            FeedColumn::LongestWait => col("WAIT", 7, true, 0),
             FeedColumn::Kind => col("KIND", 9, false, 1),
             FeedColumn::Waited => col("WAITED", 18, false, 0),
             FeedColumn::Chain => grow("CULPRIT CHAIN", 20),
@@ -192,7 +200,8 @@ pub enum ContainerColumn {
     P50,
     P99,
     Max,
-    PreemptedBy,
+    /// The largest cause of its wait; sorts by its total wait.
+    Why,
     Neighbour,
     ThrottledPercent,
     Throttled,
@@ -227,9 +236,9 @@ impl ContainerColumn {
                     b,
                 )
             }),
-            ContainerColumn::PreemptedBy => Some(|r, a, b| {
-                let other = |q: &RunqRow| q.preempted_by.other_cgroup;
-                highest_first(runq_value(r, a, other), runq_value(r, b, other), a, b)
+            ContainerColumn::Why => Some(|r, a, b| {
+                let waited = |q: &RunqRow| q.total_ns;
+                highest_first(runq_value(r, a, waited), runq_value(r, b, waited), a, b)
             }),
             ContainerColumn::ThrottledPercent => Some(|r, a, b| {
                 let tenths = |t: &ThrottleRow| (t.throttled_pct * 10.0) as u64;
@@ -269,7 +278,7 @@ impl Column for ContainerColumn {
         ContainerColumn::P50,
         ContainerColumn::P99,
         ContainerColumn::Max,
-        ContainerColumn::PreemptedBy,
+        ContainerColumn::Why,
         ContainerColumn::Neighbour,
         ContainerColumn::ThrottledPercent,
         ContainerColumn::Throttled,
@@ -283,7 +292,7 @@ impl Column for ContainerColumn {
             ContainerColumn::P50 => col("P50", 7, true, 3),
             ContainerColumn::P99 => col("P99", 7, true, 0),
             ContainerColumn::Max => col("MAX", 7, true, 0),
-            ContainerColumn::PreemptedBy => col("OWN/OTH/KTH", 11, true, 0),
+            ContainerColumn::Why => col("WHY", 12, false, 0),
             ContainerColumn::Neighbour => col("NEIGHBOUR", 13, false, 0),
             ContainerColumn::ThrottledPercent => col("THR%", 5, true, 0),
             ContainerColumn::Throttled => col("THROTTLED", 9, true, 1),
@@ -453,8 +462,9 @@ mod tests {
     #[test]
     fn sort_cycles_over_sortable_columns() {
         assert_eq!(FeedColumn::Age.step(1), FeedColumn::Cpu);
-        assert_eq!(FeedColumn::Duration.step(1), FeedColumn::Age);
-        assert_eq!(FeedColumn::Age.step(-1), FeedColumn::Duration);
+        assert_eq!(FeedColumn::Duration.step(1), FeedColumn::LongestWait);
+        assert_eq!(FeedColumn::LongestWait.step(1), FeedColumn::Age);
+        assert_eq!(FeedColumn::Age.step(-1), FeedColumn::LongestWait);
         assert_eq!(CulpritColumn::Comm.step(1), CulpritColumn::Count);
     }
 }

@@ -136,3 +136,25 @@ fn every_kernel_cause_is_named_and_empty_ones_are_left_out() {
 fn a_recording_without_the_split_has_no_why() {
     assert_eq!(why_row(&runq(100, None), &[], &container_of), None);
 }
+
+/// The largest cause sums the holders of other cgroups: 300 + 300 ms held
+/// by two containers outweigh the 400 ms of its quota, though each holder
+/// alone does not.
+#[test]
+fn the_largest_cause_counts_other_containers_as_one() {
+    let split = WaitCauses {
+        throttled_ns: 400 * MS,
+        other_cgroup_ns: 600 * MS,
+        ..WaitCauses::default()
+    };
+    let preemptors = [
+        preemptor(SHOP, BATCH, "openssl", 200),
+        preemptor(SHOP, LOGS, "fluentd", 200),
+    ];
+    let row = why_row(&runq(1_100, Some(split)), &preemptors, &container_of).unwrap();
+    assert_eq!(row.causes[0].cause, Throttled);
+    let (cause, percent) = row.largest_cause().unwrap();
+    assert_eq!(cause, OtherCgroup);
+    assert!((percent - 54.5).abs() < 0.15, "{percent}");
+    assert_eq!(WhyRow { causes: vec![] }.largest_cause(), None);
+}
