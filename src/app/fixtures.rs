@@ -103,7 +103,20 @@ pub fn empty() -> Recording {
 /// The real `stalltop record --runq-threshold 2ms` of `cargo xtask
 /// scenario noisy-neighbour` on a 2-CPU VM.
 pub fn noisy_neighbour() -> Recording {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/noisy-neighbour.stl");
+    committed("noisy-neighbour")
+}
+
+/// The real recording of `cargo xtask scenario slow-syscall` (sampled
+/// syscalls): an madvise, fsync, smaps reads, linkat and munmap that hold
+/// the CPU in the kernel.
+pub fn slow_syscall() -> Recording {
+    committed("slow-syscall")
+}
+
+fn committed(name: &str) -> Recording {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(format!("{name}.stl"));
     record::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -470,6 +470,23 @@ fn a_container_filter_lists_who_hurt_it() {
     assert!(hog.contains(" 94 "), "{hog}");
 }
 
+/// The real slow-syscall recording: the Syscalls pane's madvise row opens on
+/// its slow call with its caller and the kernel functions it ran in.
+#[test]
+fn a_real_slow_call_opens_with_its_caller_and_stack() {
+    let mut app = replay_at_end(fixtures::slow_syscall(), 160, 48);
+    for _ in 0..3 {
+        press(&mut app, KeyCode::Tab);
+    }
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Enter);
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &["Syscall madvise", "setup", "1.32s", "clear_page_erms"],
+    );
+}
+
 #[test]
 fn real_noisy_neighbour_recording() {
     let mut app = replay_at_end(fixtures::noisy_neighbour(), 160, 48);

@@ -1,8 +1,10 @@
 //! What each option of `stalltop report` does to a real recording
 //! (tests/fixtures/noisy-neighbour.stl: a 1 ms victim waker beside two hogs
-//! of another cgroup on CPU 1, recorded with --runq-threshold 2ms).
+//! of another cgroup on CPU 1, recorded with --runq-threshold 2ms; the
+//! stall threshold on tests/fixtures/ksoftirqd.stl).
 
 use super::*;
+use crate::app::format;
 use crate::model::TimeSpec;
 
 const MS: u64 = 1_000_000;
@@ -155,4 +157,105 @@ fn a_window_cuts_every_section() {
     assert_eq!(window.scope.from_ns, Some(from));
     let text = text_of(&window, ListOrder::Worst, Some(15));
     assert!(text.contains("Window: +3.000s "), "{text}");
+}
+
+/// --stall-threshold: on the ksoftirqd recording, raised to the median longest wait of its
+/// softirq, ksoftirqd and irqs-off stalls, it keeps those at or over it (and takeovers too),
+/// leaves the waits for a CPU alone, and the header states it.
+#[test]
+fn a_higher_stall_threshold_filters_the_other_stalls_and_says_so() {
+    use crate::model::StallKind;
+    let recording = fixture("ksoftirqd");
+    let all = report_of(&recording, ReportScope::default());
+    let is_cpu_wait = |kind: StallKind| matches!(kind, StallKind::Runq | StallKind::Throttled);
+    let mut others: Vec<u64> = all
+        .stalls
+        .iter()
+        .filter(|s| !is_cpu_wait(s.kind))
+        .map(|s| s.longest_wait_ns)
+        .collect();
+    others.sort_unstable();
+    assert!(others.len() >= 4, "{others:?}");
+    let median = others[others.len() / 2];
+    // Whole milliseconds, as the option takes them: over the shortest, at most the median.
+    let threshold = (median / MS).max(others[0] / MS + 1) * MS;
+    let raised = report_of(
+        &recording,
+        ReportScope {
+            stall_threshold_ns: Some(threshold),
+            ..ReportScope::default()
+        },
+    );
+    let kept = |r: &Report| r.stalls.iter().filter(|s| !is_cpu_wait(s.kind)).count();
+    assert!(kept(&raised) > 0 && kept(&raised) < kept(&all));
+    assert!(raised
+        .stalls
+        .iter()
+        .filter(|s| !is_cpu_wait(s.kind))
+        .all(|s| s.longest_wait_ns >= threshold));
+    assert!(raised.takeovers.iter().all(|t| t.wait_ns >= threshold));
+    let cpu_waits = |r: &Report| r.stalls.iter().filter(|s| is_cpu_wait(s.kind)).count();
+    assert_eq!(cpu_waits(&raised), cpu_waits(&all));
+    let text = text_of(&raised, ListOrder::Worst, Some(15));
+    let stated = format!(
+        "{}+ for softirq, ksoftirqd, irqs-off",
+        format::duration(threshold)
+    );
+    assert!(text.contains(&stated), "`{stated}` is missing:\n{text}");
+}
+
+/// --pid: a process's waits and stalls only. In the recording the scenario's
+/// victim and hogs are threads of one process; a kworker waited once too.
+#[test]
+fn a_pid_narrows_the_report_to_its_tasks() {
+    let all = noisy(ReportScope::default());
+    let pid_of = |comm: &str| {
+        all.runq_events
+            .iter()
+            .find(|e| e.comm.starts_with(comm))
+            .map(|e| e.pid)
+            .unwrap_or_else(|| panic!("{comm} waited"))
+    };
+    for pid in [pid_of("victim"), pid_of("kworker")] {
+        let report = noisy(ReportScope {
+            pid: Some(pid),
+            ..ReportScope::default()
+        });
+        let theirs = all.runq_events.iter().filter(|e| e.pid == pid).count();
+        assert!(theirs > 0 && theirs < all.runq_events.len());
+        assert_eq!(report.runq_events.len(), theirs, "pid {pid}");
+        assert!(report.runq_events.iter().all(|e| e.pid == pid));
+        assert!(!report.stalls.is_empty());
+        assert!(
+            report.stalls.iter().all(|s| s.waited.pid == Some(pid)),
+            "pid {pid}: {:?}",
+            report
+                .stalls
+                .iter()
+                .map(|s| s.waited.pid)
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+/// Records lost or rate-limited: the text says so first, with what it means for the lists.
+#[test]
+fn lost_and_rate_limited_records_are_a_warning_at_the_top() {
+    let mut report = noisy(ReportScope::default());
+    report.lost_events.insert("runq".into(), 12);
+    report.rate_limited_events.insert("sample".into(), 2_621);
+    let text = text_of(&report, ListOrder::Worst, Some(15));
+    let lost =
+        "WARNING: 12 records lost (runq 12): the lists below miss them and the tables may too";
+    let limited =
+        "WARNING: 2621 records rate-limited (over --record-rate) (sample 2621): the lists \
+                   below miss them; the tables count them";
+    let stalls = text.lines().position(|l| l.starts_with("Stalls:"));
+    for warning in [lost, limited] {
+        let at = text.lines().position(|l| l == warning);
+        assert!(
+            at.is_some() && at < stalls,
+            "`{warning}` is not above the stalls:\n{text}"
+        );
+    }
 }
