@@ -388,6 +388,26 @@ static __always_inline bool sampled_call_goes_on(bool btf, struct task_struct *t
 	       arg1 == s->arg1 && io_calls_of(btf, t) == s->io_calls;
 }
 
+/* Call `s`'s thread runs on this CPU at `now`, yet no stretch of it is
+ * open: it came back by a switch the probes did not see. Some kernels
+ * switch away from some tasks without the sched_switch tracepoint (seen on
+ * a Firecracker guest's kernel, for threads of its PID 1): a thread
+ * switched to one of them runs again unseen. It came back after its last
+ * sighting and after the last switch seen here, within about a period. */
+static __always_inline void sampled_stretch_resume(struct cpu_state *cs, struct sampled_call *s,
+						   __u64 now)
+{
+	__u64 since = now - sample_period_ns / 2;
+
+	if (s->last_seen > since)
+		since = s->last_seen;
+	if (cs->current_since > since)
+		since = cs->current_since;
+	s->running_since = since;
+	s->softirq_at = cs->softirq_ns;
+	s->blocked = 0;
+}
+
 /* A sampler tick at `now` on this CPU, running `tid`, in the kernel or
  * not (`in_kernel`): the call it finds `tid` in continues or begins; a
  * call `tid` was in before has ended, and so have calls no tick found
@@ -466,6 +486,8 @@ static __always_inline void sampled_call_tick(bool btf, struct cpu_state *cs, __
 			stats->count++;
 	}
 	s = &cs->sampled[mine & (SAMPLED_CALLS - 1)];
+	if (!s->running_since)
+		sampled_stretch_resume(cs, s, now);
 	s->ticks++;
 	s->last_seen = now;
 	/* Resolve the file once the call is long, while it still uses it. */
