@@ -330,14 +330,50 @@ pub(super) struct ScratchCgroup {
     dir: std::path::PathBuf,
 }
 
+/// The prefix of every scratch cgroup's name, before its process id.
+const SCRATCH_PREFIX: &str = "stalltop-probe-test-";
+
+/// Removes the scratch cgroups of test processes that are gone (killed, so
+/// their drops never ran), children before their parents.
+fn remove_orphaned_scratch_cgroups(root: &std::path::Path) {
+    fn remove_tree(dir: &std::path::Path) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove_tree(&entry.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if !std::path::Path::new("/proc").join(pid).exists() {
+            remove_tree(&entry.path());
+        }
+    }
+}
+
 impl ScratchCgroup {
     fn create() -> Self {
         let hierarchy = crate::cgroup::Hierarchy::detect().unwrap();
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(|| remove_orphaned_scratch_cgroups(hierarchy.root()));
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = hierarchy
             .root()
-            .join(format!("stalltop-probe-test-{}-{n}", std::process::id()));
+            .join(format!("{SCRATCH_PREFIX}{}-{n}", std::process::id()));
         std::fs::create_dir(&dir).unwrap();
         ScratchCgroup { dir }
     }
@@ -550,4 +586,26 @@ pub(super) fn cpu_states(skel: &skel::StalltopSkel<'_>) -> Vec<skel::types::cpu_
             state
         })
         .collect()
+}
+
+/// A test process killed mid-test leaves its scratch cgroups behind, a child
+/// inside its parent; the next test process removes them, and nobody else's.
+#[test]
+fn scratch_cgroups_of_gone_test_processes_are_removed_children_first() {
+    let root = tempfile::tempdir().unwrap();
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let orphan = root.path().join(format!("{SCRATCH_PREFIX}{}-3", gone.id()));
+    std::fs::create_dir_all(orphan.join("task")).unwrap();
+    let ours = root
+        .path()
+        .join(format!("{SCRATCH_PREFIX}{}-0", std::process::id()));
+    std::fs::create_dir(&ours).unwrap();
+    let foreign = root.path().join("system.slice");
+    std::fs::create_dir(&foreign).unwrap();
+
+    remove_orphaned_scratch_cgroups(root.path());
+
+    assert!(!orphan.exists(), "the gone process's cgroups are removed");
+    assert!(ours.exists() && foreign.exists(), "the others are kept");
 }
