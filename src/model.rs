@@ -17,8 +17,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub use culprits::{path_pattern, CulpritRow};
 pub use report::{
-    unix_ns, utc, Distribution, HardirqRow, Range, Report, ReportScope, RunqEventRow, RunqRow,
-    SlowSyscallRow, StallRow, SyscallRow, TakeoverRow, ThrottleRow, TimeSpec, WhyCause, WhyRow,
+    unix_ns, utc, Distribution, Finding, HardirqRow, Holder, Quota, Range, Report, ReportScope,
+    RunqEventRow, RunqRow, SlowSyscallRow, StallRow, SyscallRow, TakeoverRow, ThrottleRow,
+    TimeSpec, WhyCause, WhyRow,
 };
 pub use stalls::{Stall, StallKind};
 pub use waits::waits_by_design;

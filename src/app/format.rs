@@ -108,9 +108,14 @@ pub fn span(ns: u64) -> String {
 pub fn why(why: &WhyRow) -> String {
     why.causes
         .iter()
-        .map(|c| format!("{} {}", share(c.percent), cause(c)))
+        .map(why_cause)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// One cause of a cgroup's wait with its share: "74% hog (batch.service)".
+pub fn why_cause(c: &WhyCause) -> String {
+    format!("{} {}", share(c.percent), cause(c))
 }
 
 /// The largest cause of a wait, short, for a table cell: "62% other",

@@ -10,6 +10,7 @@
 mod build;
 mod distribution;
 mod evidence;
+mod findings;
 mod rows;
 mod scope;
 mod why;
@@ -28,6 +29,76 @@ pub(super) use rows::runq_rows;
 
 pub use distribution::{Distribution, Range};
 pub use scope::{unix_ns, utc, ReportScope, TimeSpec};
+
+/// One finding of a report: what waited, how long, and why.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Finding {
+    /// Softirqs (`vector` most often, and ksoftirqd when `ksoftirqd`)
+    /// waited on `cpu` while `holder` ran: cases 1 and 2 of docs/cases.md.
+    SoftirqsHeldOff {
+        cpu: u32,
+        vector: Option<&'static str>,
+        ksoftirqd: bool,
+        /// Stalls with this holder on this CPU.
+        stalls: u32,
+        /// The longest single wait among them, and its stall.
+        longest_ns: u64,
+        stall_id: u64,
+        holder: Holder,
+    },
+    /// `cpu` ran with interrupts off (no sampler tick) while `holder` ran.
+    InterruptsOff {
+        cpu: u32,
+        stalls: u32,
+        longest_ns: u64,
+        stall_id: u64,
+        holder: Holder,
+    },
+    /// A container's tasks waited `waited_ns` for a CPU in all, `largest`
+    /// the cause of most of it (with the quota when that was its own).
+    ContainerWaited {
+        container: String,
+        waited_ns: u64,
+        waits: u64,
+        largest: WhyCause,
+        quota: Option<Quota>,
+    },
+    /// Calls over the slow-call threshold by one process, container,
+    /// syscall and file.
+    SlowCalls {
+        comm: String,
+        container: String,
+        syscall: String,
+        path: Option<String>,
+        calls: u32,
+        longest_wall_ns: u64,
+        longest_oncpu_ns: u64,
+    },
+}
+
+/// The task that held a CPU, and what it did there.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    pub comm: String,
+    pub container: String,
+    /// Its syscall, "user code" or "kernel (no syscall)" (as a culprit's
+    /// `activity`); null when nothing tells.
+    pub activity: Option<String>,
+    pub path: Option<String>,
+    /// The on-CPU time of its syscall, when in one.
+    pub call_oncpu_ns: Option<u64>,
+}
+
+/// A container's CPU quota, and how it was throttled.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Quota {
+    pub quota_us: u64,
+    pub period_us: u64,
+    pub throttled_pct: f64,
+    pub usage_of_quota_pct: Option<f64>,
+}
 
 /// The version of the JSON contract (docs/report.schema.json): bumped when a
 /// key changes meaning or goes away; new keys do not bump it.
@@ -58,6 +129,10 @@ pub struct Report {
     /// Rows left out for being stalltop's own.
     pub own_rows_left_out: u64,
     pub settings: Settings,
+    /// What the report found, one finding per line of its text, each
+    /// kind's worst first: softirqs held off, interrupts kept off, containers
+    /// that waited, slow calls.
+    pub findings: Vec<Finding>,
     /// Optional probes that did not come up during the recording.
     pub warnings: Vec<String>,
     /// What each probe family's load did: loaded or refused (and why),

@@ -45,14 +45,13 @@ const READS: &[&str] = &["read", "readv", "recvfrom", "recvmmsg", "recvmsg"];
 
 /// Does this row's time mostly measure waiting rather than work?
 pub fn waits_by_design(row: &SyscallRow) -> bool {
-    let name = row.syscall.as_str();
-    WAITING.contains(&name) || (READS.contains(&name) && mostly_off_cpu(row))
+    calls_wait_by_design(&row.syscall, row.oncpu_total_ns, row.total_ns)
 }
 
-/// Under half of the calls' wall time ran on a CPU: they slept in the
-/// kernel, blocked.
-fn mostly_off_cpu(row: &SyscallRow) -> bool {
-    row.oncpu_total_ns.saturating_mul(2) < row.total_ns
+/// The same for calls of `syscall` that held a CPU `oncpu_ns` of their
+/// `wall_ns`: a read waited when under half of it ran on a CPU.
+pub fn calls_wait_by_design(syscall: &str, oncpu_ns: u64, wall_ns: u64) -> bool {
+    WAITING.contains(&syscall) || (READS.contains(&syscall) && oncpu_ns.saturating_mul(2) < wall_ns)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! about an event carries its time as +offset into the recording and UTC;
 //! every list says what it left out; every section says "none" when empty.
 
+mod findings;
 mod lists;
 mod tables;
 
@@ -16,6 +17,7 @@ use crate::model::{utc, Report};
 pub fn render(r: &Report, chosen: &Selection<'_>) -> String {
     let mut out = String::new();
     head(&mut out, r);
+    findings::findings(&mut out, r);
     tables::why(&mut out, chosen);
     lists::victim(&mut out, r, chosen);
     lists::stalls(&mut out, r, chosen);

@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::evidence::{culprit_detail, gap_evidence};
+use super::findings::findings;
 use super::rows::{lost_events, runq_rows, softirq_rows, stolen_rows, syscall_rows, throttle_rows};
 use super::scope::unix_ns;
 use super::*;
@@ -104,7 +105,7 @@ pub(in crate::model) fn build(a: &Analysis) -> Report {
     let counters = kernel.as_ref().map(|k| &k.counters);
     let end_ns = scope.to_ns.unwrap_or(u64::MAX).min(a.last_ts);
     let start_ns = header.start_ns;
-    Report {
+    let mut report = Report {
         schema_version: SCHEMA_VERSION,
         version: env!("CARGO_PKG_VERSION"),
         host: header.host.clone(),
@@ -130,6 +131,7 @@ pub(in crate::model) fn build(a: &Analysis) -> Report {
         recorder_pid: header.recorder_pid,
         own_rows_left_out,
         settings: header.settings.clone(),
+        findings: Vec::new(),
         warnings: header.warnings.clone(),
         probes: header.probes.clone(),
         lost_events: lost_events(a, counters),
@@ -149,7 +151,9 @@ pub(in crate::model) fn build(a: &Analysis) -> Report {
         slow_syscalls,
         softirq: softirq_rows(a, kernel.as_ref()),
         softirq_stolen,
-    }
+    };
+    report.findings = findings(&report);
+    report
 }
 
 /// The stalls in which a task of the scope waited, each showing that task's

@@ -80,6 +80,31 @@ fn noisy_neighbour_names_the_hog_and_the_victims_tail() {
     assert_eq!(r.lost_events["runq"], 2);
     assert_eq!(r.lost_events["undecodable"], 0);
     assert_eq!(r.rate_limited_events["runq"], 40);
+
+    // In short: the victim waited, 90% of it behind the hog of /noisy.
+    let Finding::ContainerWaited {
+        container,
+        waited_ns,
+        largest,
+        quota,
+        ..
+    } = &r.findings[0]
+    else {
+        panic!("{:#?}", r.findings);
+    };
+    assert_eq!(
+        (container.as_str(), *waited_ns),
+        ("pod:0f1e2d3c/4c5f7e9a1b2c", 1_000 * MS)
+    );
+    assert_eq!(
+        (
+            largest.cause,
+            largest.comm.as_deref(),
+            largest.container.as_deref()
+        ),
+        (WaitCause::OtherCgroup, Some("hog"), Some("/noisy"))
+    );
+    assert_eq!((largest.percent, quota), (90.0, &None));
 }
 
 #[test]
@@ -102,21 +127,12 @@ fn garbage_records_are_counted_not_fatal() {
 /// Case 3: a cgroup throttled while using well under its quota.
 #[test]
 fn throttled_under_the_limit_is_visible() {
-    let reading = |ts: u64, periods, throttled, throttled_ns, usage_ns| {
-        Entry::Throttle(ThrottleSnapshot {
-            ts_ns: ts,
-            cgroups: vec![CgroupThrottle {
-                path: "/stalltop_throttled".into(),
-                quota_us: 15_000,
-                period_us: 100_000,
-                burst_us: Some(0),
-                cpus: Some("0-1".into()),
-                nr_periods: periods,
-                nr_throttled: throttled,
-                throttled_ns,
-                usage_ns: Some(usage_ns),
-            }],
-        })
+    let reading = |ts, periods, throttled, throttled_ns, usage_ns| {
+        quota_reading(
+            "/stalltop_throttled",
+            ts,
+            (periods, throttled, throttled_ns, usage_ns),
+        )
     };
     let r = analyse(&[
         reading(1_000 * MS, 1_000, 100, 10_000 * MS, 50_000 * MS),
@@ -135,6 +151,83 @@ fn throttled_under_the_limit_is_visible() {
     // 480 ms used of 60 x 15 ms allowed: throttled at 53% of the limit.
     assert_eq!(t.usage_of_quota_pct, Some(53.3));
     assert_eq!(t.container, "/stalltop_throttled");
+}
+
+/// A cgroupfs reading at `ts` of `path`, with a 15 ms / 100 ms quota on CPUs 0-1:
+/// its periods, throttled periods, throttled time and CPU usage so far.
+fn quota_reading(
+    path: &str,
+    ts: u64,
+    (periods, throttled, throttled_ns, usage_ns): (u64, u64, u64, u64),
+) -> Entry {
+    Entry::Throttle(ThrottleSnapshot {
+        ts_ns: ts,
+        cgroups: vec![CgroupThrottle {
+            path: path.into(),
+            quota_us: 15_000,
+            period_us: 100_000,
+            burst_us: Some(0),
+            cpus: Some("0-1".into()),
+            nr_periods: periods,
+            nr_throttled: throttled,
+            throttled_ns,
+            usage_ns: Some(usage_ns),
+        }],
+    })
+}
+
+/// Case 3 in short: a container that waited mostly for its own quota, with
+/// the quota and how little of it it used.
+#[test]
+fn a_container_that_waited_for_its_quota_says_so_with_the_quota() {
+    let throttle = |ts, periods, throttled, throttled_ns, usage_ns| {
+        quota_reading("/noisy", ts, (periods, throttled, throttled_ns, usage_ns))
+    };
+    let waits = Entry::Kernel(KernelSnapshot {
+        ts_ns: 8_000 * MS,
+        runq: vec![CgroupRunq {
+            cgroup: NOISY,
+            count: 400,
+            latency: Histogram::from_slots(&[0u32, 0, 0, 0, 400]),
+            total_ns: 800 * MS,
+            max_ns: 90 * MS,
+            preempted_throttled: 30,
+            why: Some(WaitCauses {
+                throttled_ns: 600 * MS,
+                same_cgroup_ns: 150 * MS,
+                ..WaitCauses::default()
+            }),
+            ..Default::default()
+        }],
+        ..KernelSnapshot::default()
+    });
+    let r = analyse(&[
+        names(),
+        throttle(1_000 * MS, 1_000, 100, 10_000 * MS, 50_000 * MS),
+        waits,
+        throttle(8_500 * MS, 1_060, 28 + 100, 11_300 * MS, 50_480 * MS),
+    ]);
+    assert_eq!(
+        r.findings,
+        [Finding::ContainerWaited {
+            container: "/noisy".into(),
+            waited_ns: 800 * MS,
+            waits: 400,
+            largest: WhyCause {
+                cause: WaitCause::Throttled,
+                comm: None,
+                container: None,
+                ns: 600 * MS,
+                percent: 75.0,
+            },
+            quota: Some(Quota {
+                quota_us: 15_000,
+                period_us: 100_000,
+                throttled_pct: 46.7,
+                usage_of_quota_pct: Some(53.3),
+            }),
+        }]
+    );
 }
 
 /// A task that waited while its CPU sat idle (forced idle, or a wakeup that did not get the

@@ -150,6 +150,31 @@ fn cadvisor_memory_stat_read_stalls_net_rx() {
     );
     assert_eq!(row.count, 3);
     assert!(row.worst_ns >= 101 * MS && row.total_stall_ns >= 3 * 101 * MS);
+
+    // In short: NET_RX and ksoftirqd waited behind cadvisor's read.
+    let Finding::SoftirqsHeldOff {
+        cpu,
+        vector,
+        ksoftirqd,
+        stalls,
+        longest_ns,
+        stall_id,
+        holder,
+    } = &r.findings[0]
+    else {
+        panic!("{:#?}", r.findings);
+    };
+    assert_eq!(
+        (*cpu, *vector, *ksoftirqd, *stalls, *stall_id),
+        (CPU, Some("NET_RX"), true, 3, stall.id)
+    );
+    assert_eq!(*longest_ns, stall.longest_wait_ns);
+    assert_eq!(
+        (holder.comm.as_str(), holder.activity.as_deref()),
+        ("cadvisor", Some("read"))
+    );
+    assert_eq!(holder.path, culprit.path);
+    assert_eq!(holder.call_oncpu_ns, Some(148 * MS));
 }
 
 /// Case 2: `ss` reading /proc/slabinfo with interrupts off: an irqs-off
@@ -197,6 +222,26 @@ fn slabinfo_read_is_an_irqs_off_stall() {
         evidence.contains("189.0 ms")
             && evidence.contains("ss [900] in the kernel at 0xffffffff81400000 inside read"),
         "{evidence}"
+    );
+    // In short: interrupts off while ss read /proc/slabinfo.
+    let Finding::InterruptsOff {
+        cpu,
+        stalls,
+        longest_ns,
+        holder,
+        ..
+    } = &r.findings[0]
+    else {
+        panic!("{:#?}", r.findings);
+    };
+    assert_eq!((*cpu, *stalls, *longest_ns), (CPU, 1, 189 * MS));
+    assert_eq!(
+        (
+            holder.comm.as_str(),
+            holder.activity.as_deref(),
+            holder.path.as_deref()
+        ),
+        ("ss", Some("read"), Some("/proc/slabinfo"))
     );
 }
 
@@ -378,6 +423,19 @@ fn fadvise_storm_tops_the_syscall_table() {
     assert_eq!(r.syscalls[1].syscall, "read");
     assert_eq!(r.softirq_stolen[0].vector, "NET_RX");
     assert_eq!(r.softirq_stolen[0].ns, 517 * MS);
+    // In short: the app's slow fadvise64 calls on its log.
+    assert_eq!(
+        r.findings,
+        [Finding::SlowCalls {
+            comm: "app".into(),
+            container: "pod:11112222/0123456789ab".into(),
+            syscall: "fadvise64".into(),
+            path: Some("/var/log/app/app.INFO".into()),
+            calls: 3,
+            longest_wall_ns: 1_500 * MS,
+            longest_oncpu_ns: 1_400 * MS,
+        }]
+    );
 }
 
 /// Signals on different CPUs, or apart in time, stay separate stalls; a
