@@ -1,10 +1,12 @@
 //! cgroup attribution: which hierarchy the BPF cgroup ids refer to, id ->
-//! path, path -> container, and CFS bandwidth state read from cgroupfs.
+//! path, path -> container, CFS bandwidth state and CPU pressure (PSI)
+//! read from cgroupfs.
 //! Reads cgroupfs and /proc only; never writes to either, never loads BPF.
 
 mod bandwidth;
 mod container;
 mod hierarchy;
+mod pressure;
 mod resolve;
 #[cfg(test)]
 mod testing;
@@ -13,6 +15,7 @@ mod walk;
 
 pub use container::{container_of, pod_ids, PodNames};
 pub use hierarchy::Hierarchy;
+pub use pressure::{pressure_warnings, read_pressure};
 pub use resolve::Resolver;
 pub use throttle::read_throttling;
 

@@ -5,6 +5,7 @@
 
 mod culprits;
 pub mod diff;
+mod pressure;
 mod report;
 mod retained;
 mod stall_waits;
@@ -28,6 +29,7 @@ pub use window::since as kernel_since;
 use crate::cgroup::{container_of, PodNames};
 use crate::event::{self, Event, RunqWait, SlowSyscall};
 use crate::stream::{Entry, Header, KernelSnapshot};
+use pressure::PressureTracker;
 use stalls::StallTracker;
 use throttle::ThrottleTracker;
 
@@ -46,6 +48,7 @@ pub struct Analysis {
     /// With a window: the aggregates at its start.
     baseline: Option<KernelSnapshot>,
     throttle: ThrottleTracker,
+    pressure: PressureTracker,
     stalls: StallTracker,
     /// Waits over the threshold with their ids (see `next_id`).
     runq_waits: VecDeque<Numbered<RunqWait>>,
@@ -113,6 +116,7 @@ impl Analysis {
             names: Names::default(),
             kernel: None,
             throttle: ThrottleTracker::default(),
+            pressure: PressureTracker::default(),
             stalls: StallTracker::new(max_stalls),
             runq_waits: VecDeque::new(),
             takeovers: VecDeque::new(),
@@ -151,6 +155,14 @@ impl Analysis {
                     self.throttle = ThrottleTracker::default();
                 }
                 self.throttle.apply(t);
+            }
+            Entry::Pressure(p) if self.scope.after_window(p.ts_ns) => {}
+            Entry::Pressure(p) => {
+                self.last_ts = self.last_ts.max(p.ts_ns);
+                if self.scope.before_window(p.ts_ns) {
+                    self.pressure = PressureTracker::default();
+                }
+                self.pressure.apply(p);
             }
             Entry::Names(n) => {
                 self.names.cgroups.extend(n.cgroups.iter().cloned());

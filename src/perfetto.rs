@@ -56,7 +56,7 @@ pub fn export(header: &Header, entries: &[Entry]) -> Exported {
                 }))
             }
             Entry::Kernel(k) => softirq.add(k),
-            Entry::Throttle(_) | Entry::Names(_) => {}
+            Entry::Throttle(_) | Entry::Names(_) | Entry::Pressure(_) => {}
         }
     }
     let stalls = analysis.recent_stall_rows(usize::MAX);

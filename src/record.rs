@@ -49,6 +49,7 @@ const TAG_RECORDS: u8 = 1;
 const TAG_KERNEL: u8 = 2;
 const TAG_THROTTLE: u8 = 3;
 const TAG_NAMES: u8 = 4;
+const TAG_PRESSURE: u8 = 5;
 
 #[cfg(test)]
 mod tests {
@@ -60,9 +61,9 @@ mod tests {
         Attach, CgroupHierarchy, RunqWait, SoftirqTime, StealSource, SyscallMode, Throttle,
     };
     use crate::stream::{
-        CgroupRunq, CgroupThrottle, Counters, Entry, Header, HostInfo, KernelSnapshot, NameTable,
-        Preemptor, ProgramCost, Settings, SoftirqStats, SoftirqStolen, SyscallStats,
-        ThrottleSnapshot,
+        CgroupPressure, CgroupRunq, CgroupThrottle, Counters, Entry, Header, HostInfo,
+        KernelSnapshot, NameTable, Preemptor, Pressure, PressureSnapshot, ProgramCost, Settings,
+        SoftirqStats, SoftirqStolen, SyscallStats, ThrottleSnapshot,
     };
 
     pub(super) fn header() -> Header {
@@ -250,6 +251,20 @@ mod tests {
             records(40, 1),
             kernel(10),
             throttle(11),
+            Entry::Pressure(PressureSnapshot {
+                ts_ns: 12,
+                host: Some(Pressure {
+                    some_us: 2_777_745_282,
+                    full_us: Some(0),
+                }),
+                cgroups: vec![CgroupPressure {
+                    path: "/kubepods.slice/pod-a/ctr-1".into(),
+                    pressure: Pressure {
+                        some_us: 1_500,
+                        full_us: None,
+                    },
+                }],
+            }),
             records(1, 2),
         ];
         match &entries[1] {

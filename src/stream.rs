@@ -21,6 +21,8 @@ pub enum Entry {
     Kernel(KernelSnapshot),
     Throttle(ThrottleSnapshot),
     Names(NameTable),
+    /// CPU pressure (PSI): recordings before it have none.
+    Pressure(PressureSnapshot),
 }
 
 /// What a recording (or a live session) was started with.
@@ -419,6 +421,33 @@ pub struct CgroupThrottle {
     pub throttled_ns: u64,
     /// Cumulative CPU usage (cpuacct.usage or cpu.stat usage_usec).
     pub usage_ns: Option<u64>,
+}
+
+/// CPU pressure as the kernel's PSI accounts it, at `ts_ns`: the host's
+/// and each watched cgroup's (its unified hierarchy's cpu.pressure, where
+/// there is one), cumulative since boot or since the cgroup was made.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PressureSnapshot {
+    pub ts_ns: u64,
+    pub host: Option<Pressure>,
+    pub cgroups: Vec<CgroupPressure>,
+}
+
+/// A PSI file's totals: time in which some (at least one) runnable task
+/// waited for a CPU, and in which all non-idle tasks did (kernels before
+/// 5.13 have no `full` for cpu), in microseconds.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pressure {
+    pub some_us: u64,
+    pub full_us: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CgroupPressure {
+    /// As the other snapshots name cgroups: relative to the hierarchy
+    /// stalltop attributes by.
+    pub path: String,
+    pub pressure: Pressure,
 }
 
 /// Names for ids and addresses that the probe records carry: cgroup id

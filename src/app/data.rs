@@ -83,7 +83,7 @@ impl Data {
                     .extend(names.containers.iter().cloned());
                 self.analysis.apply(entry);
             }
-            Entry::Throttle(_) => self.analysis.apply(entry),
+            Entry::Throttle(_) | Entry::Pressure(_) => self.analysis.apply(entry),
         }
     }
 

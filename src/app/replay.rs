@@ -142,6 +142,7 @@ fn entry_time(entry: &Entry) -> Option<u64> {
             .max(),
         Entry::Kernel(k) => Some(k.ts_ns),
         Entry::Throttle(t) => Some(t.ts_ns),
+        Entry::Pressure(p) => Some(p.ts_ns),
         Entry::Names(_) => None,
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use procfs::process::MountInfo;
 
@@ -22,6 +22,9 @@ pub enum Hierarchy {
         cpu_mount: PathBuf,
         cpuset_mount: Option<PathBuf>,
         cpuacct_mount: Option<PathBuf>,
+        /// Hybrid hosts: the cgroup2 mount beside the v1 ones, where each
+        /// cgroup's CPU pressure (PSI) is.
+        unified_mount: Option<PathBuf>,
     },
     Unified {
         mount: PathBuf,
@@ -43,14 +46,16 @@ impl Hierarchy {
                 m.fstype == "cgroup" && m.super_options.contains_key(controller)
             })
         };
+        let unified = pick(&mounts, |m| m.fstype == "cgroup2");
         if let Some(cpu_mount) = v1("cpu") {
             return Ok(Hierarchy::V1Cpu {
                 cpu_mount,
                 cpuset_mount: v1("cpuset"),
                 cpuacct_mount: v1("cpuacct"),
+                unified_mount: unified,
             });
         }
-        match pick(&mounts, |m| m.fstype == "cgroup2") {
+        match unified {
             Some(mount) => Ok(Hierarchy::Unified { mount }),
             None => Err(CgroupError::NotMounted),
         }
@@ -67,6 +72,15 @@ impl Hierarchy {
         match self {
             Hierarchy::V1Cpu { .. } => CgroupHierarchy::V1Cpu,
             Hierarchy::Unified { .. } => CgroupHierarchy::Unified,
+        }
+    }
+
+    /// Where cgroups' cpu.pressure files are: the unified hierarchy, the
+    /// one ids refer to or (hybrid hosts) the one beside it.
+    pub fn pressure_root(&self) -> Option<&Path> {
+        match self {
+            Hierarchy::V1Cpu { unified_mount, .. } => unified_mount.as_deref(),
+            Hierarchy::Unified { mount } => Some(mount),
         }
     }
 
@@ -184,9 +198,11 @@ mod tests {
                 cpu_mount: "/sys/fs/cgroup/cpu".into(),
                 cpuset_mount: Some("/sys/fs/cgroup/cpuset".into()),
                 cpuacct_mount: Some("/sys/fs/cgroup/cpuacct".into()),
+                unified_mount: Some("/sys/fs/cgroup/unified".into()),
             }
         );
         assert!(h.uses_v1_cpu());
+        assert_eq!(h.pressure_root(), Some(Path::new("/sys/fs/cgroup/unified")));
         assert_eq!(h.kind(), CgroupHierarchy::V1Cpu);
     }
 
@@ -199,6 +215,7 @@ mod tests {
                 cpu_mount: "/sys/fs/cgroup/cpu,cpuacct".into(),
                 cpuset_mount: Some("/sys/fs/cgroup/cpuset".into()),
                 cpuacct_mount: Some("/sys/fs/cgroup/cpu,cpuacct".into()),
+                unified_mount: Some("/sys/fs/cgroup/unified".into()),
             }
         );
     }

@@ -18,6 +18,7 @@ pub fn read_throttling(h: &Hierarchy) -> Vec<CgroupThrottle> {
             cpu_mount,
             cpuset_mount,
             cpuacct_mount,
+            ..
         } => walk::cgroups(cpu_mount)
             .iter()
             .filter_map(|d| {
@@ -203,6 +204,7 @@ mod tests {
             cpu_mount: cpu,
             cpuset_mount: Some(cpuset),
             cpuacct_mount: Some(cpuacct),
+            unified_mount: None,
         }
     }
 
@@ -253,6 +255,7 @@ mod tests {
             cpu_mount,
             cpuset_mount: None,
             cpuacct_mount: None,
+            unified_mount: None,
         });
         assert_eq!(got.len(), 2);
         assert!(got.iter().all(|c| c.cpus.is_none() && c.usage_ns.is_none()));
@@ -350,6 +353,7 @@ mod tests {
             cpu_mount: gone,
             cpuset_mount: None,
             cpuacct_mount: None,
+            unified_mount: None,
         })
         .is_empty());
     }
@@ -388,6 +392,7 @@ mod tests {
                 cpu_mount,
                 cpuset_mount,
                 cpuacct_mount,
+                ..
             } => {
                 // Also in cpuacct (if separate) for usage; not in cpuset, so
                 // the root's CPUs must be found by walking up.

@@ -11,6 +11,7 @@ mod build;
 mod distribution;
 mod evidence;
 mod findings;
+mod pressure;
 mod rows;
 mod scope;
 mod why;
@@ -146,6 +147,8 @@ pub struct Report {
     /// over its per-CPU rate (histograms and tables still count them).
     pub rate_limited_events: BTreeMap<String, u64>,
     pub runq: Vec<RunqRow>,
+    /// CPU pressure as the kernel's PSI accounts it, beside stalltop's waits.
+    pub pressure: PressureReport,
     pub runq_events: Vec<RunqEventRow>,
     pub throttling: Vec<ThrottleRow>,
     /// Stalls, oldest first.
@@ -428,6 +431,10 @@ pub struct RunqRow {
     pub max_ns: u64,
     pub total_ns: u64,
     pub distribution: Distribution,
+    /// The growth of PSI's `some` time of this cgroup (its unified
+    /// hierarchy's cpu.pressure) over the recording; null where it was not
+    /// read (no PSI, no unified twin, a recording made before it).
+    pub pressure_some_ns: Option<u64>,
     pub preempted_by: PreemptedBy,
     pub top_preemptors: Vec<PreemptorRow>,
     /// Its wait time by cause, summing to `total_ns` (null: recorded before
@@ -472,6 +479,29 @@ pub struct WhyCause {
     pub ns: u64,
     /// Of the cgroup's total wait, to 0.1.
     pub percent: f64,
+}
+
+/// PSI over the recording: the host's (/proc/pressure/cpu) and where a
+/// cgroup's `some` time exceeded the waits stalltop measured in it and
+/// its descendants by more than `margin_percent` of them plus `slack_ns`
+/// (stalltop sums every task's waits, so its total is PSI's or more when
+/// nothing went unseen).
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct PressureReport {
+    pub host_some_ns: Option<u64>,
+    pub host_full_ns: Option<u64>,
+    pub margin_percent: u64,
+    pub slack_ns: u64,
+    pub disagreements: Vec<PressureDisagreement>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct PressureDisagreement {
+    pub cgroup: String,
+    pub container: String,
+    pub psi_some_ns: u64,
+    /// stalltop's waits of the cgroup and its descendants.
+    pub waited_ns: u64,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use super::{
     CHUNK_FRAME_LEN, CHUNK_MAGIC, MAGIC, MAX_CHUNK_LEN, MAX_HEADER_LEN, TAG_KERNEL, TAG_NAMES,
-    TAG_RECORDS, TAG_THROTTLE, VERSION,
+    TAG_PRESSURE, TAG_RECORDS, TAG_THROTTLE, VERSION,
 };
 use crate::stream::{Entry, Header};
 
@@ -191,6 +191,7 @@ fn read_entries(plain: &[u8]) -> Result<Vec<Entry>, String> {
             TAG_KERNEL => Entry::Kernel(from_json(payload, at)?),
             TAG_THROTTLE => Entry::Throttle(from_json(payload, at)?),
             TAG_NAMES => Entry::Names(from_json(payload, at)?),
+            TAG_PRESSURE => Entry::Pressure(from_json(payload, at)?),
             other => {
                 return Err(format!(
                     "unknown entry tag {other} at byte {at} of the chunk"

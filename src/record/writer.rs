@@ -8,7 +8,8 @@ use std::path::Path;
 
 use super::{
     CHUNK_FLUSH_LEN, CHUNK_FRAME_LEN, CHUNK_MAGIC, ENTRY_HEADER_LEN, HEADER_PREFIX_LEN, MAGIC,
-    MAX_ENTRY_LEN, MAX_HEADER_LEN, TAG_KERNEL, TAG_NAMES, TAG_RECORDS, TAG_THROTTLE, VERSION,
+    MAX_ENTRY_LEN, MAX_HEADER_LEN, TAG_KERNEL, TAG_NAMES, TAG_PRESSURE, TAG_RECORDS, TAG_THROTTLE,
+    VERSION,
 };
 use crate::stream::{Entry, Header};
 
@@ -51,6 +52,7 @@ impl ChunkBuilder {
             Entry::Kernel(snapshot) => (TAG_KERNEL, serde_json::to_vec(snapshot)?),
             Entry::Throttle(snapshot) => (TAG_THROTTLE, serde_json::to_vec(snapshot)?),
             Entry::Names(names) => (TAG_NAMES, serde_json::to_vec(names)?),
+            Entry::Pressure(snapshot) => (TAG_PRESSURE, serde_json::to_vec(snapshot)?),
         };
         self.push_payload(tag, &json)
     }

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::evidence::{culprit_detail, gap_evidence};
 use super::findings::findings;
+use super::pressure::pressure_report;
 use super::rows::{lost_events, runq_rows, softirq_rows, stolen_rows, syscall_rows, throttle_rows};
 use super::scope::unix_ns;
 use super::*;
@@ -102,6 +103,10 @@ pub(in crate::model) fn build(a: &Analysis) -> Report {
     throttling.retain(|t| in_scope(&t.cgroup, &t.container));
     let mut syscalls = syscall_rows(a, kernel.as_ref());
     syscalls.retain(|s| in_scope(&s.container, &s.container));
+    let mut pressure = pressure_report(a, &runq);
+    pressure
+        .disagreements
+        .retain(|d| in_scope(&d.cgroup, &d.container));
     let counters = kernel.as_ref().map(|k| &k.counters);
     let end_ns = scope.to_ns.unwrap_or(u64::MAX).min(a.last_ts);
     let start_ns = header.start_ns;
@@ -144,6 +149,7 @@ pub(in crate::model) fn build(a: &Analysis) -> Report {
         culprits: culprit_rows(a, &stalls),
         runq_events,
         throttling,
+        pressure,
         runq,
         stalls,
         takeovers,

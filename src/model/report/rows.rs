@@ -57,6 +57,7 @@ fn runq_row(a: &Analysis, k: &KernelSnapshot, r: &CgroupRunq) -> RunqRow {
         })
         .collect();
     let threshold = a.header().settings.runq_threshold_ns;
+    let pressure_some_ns = a.pressure.cgroup(&cgroup).map(|p| p.some_ns);
     RunqRow {
         container: a.container_of_path(&cgroup),
         cgroup,
@@ -66,6 +67,7 @@ fn runq_row(a: &Analysis, k: &KernelSnapshot, r: &CgroupRunq) -> RunqRow {
         max_ns: r.max_ns,
         total_ns: r.total_ns,
         distribution: Distribution::of(&r.latency, r.max_ns, threshold),
+        pressure_some_ns,
         preempted_by: PreemptedBy {
             same_cgroup: r.preempted_same_cgroup,
             other_cgroup: r.preempted_other_cgroup,

@@ -269,3 +269,109 @@ fn a_wait_beside_an_idle_cpu_blames_nobody_and_says_so() {
     let json = serde_json::to_value(&report.stalls[0]).unwrap();
     assert_eq!(json["waited"]["cpu_idle"], serde_json::Value::Bool(false));
 }
+
+/// A PSI reading of the host and of `cgroups` (path, `some` in us).
+fn psi(ts_ns: u64, host_us: u64, cgroups: &[(&str, u64)]) -> Entry {
+    use crate::stream::{CgroupPressure, Pressure, PressureSnapshot};
+    Entry::Pressure(PressureSnapshot {
+        ts_ns,
+        host: Some(Pressure {
+            some_us: host_us,
+            full_us: Some(0),
+        }),
+        cgroups: cgroups
+            .iter()
+            .map(|&(path, some_us)| CgroupPressure {
+                path: path.into(),
+                pressure: Pressure {
+                    some_us,
+                    full_us: None,
+                },
+            })
+            .collect(),
+    })
+}
+
+/// PSI beside the waits: the victim's `some` time is under its summed
+/// waits (1 s), as it must be; /noisy's is far over its waits (none
+/// summed in this stream): the report says PSI saw waiting stalltop did
+/// not.
+#[test]
+fn psi_stands_beside_the_waits_and_a_disagreement_is_named() {
+    let victim_path = match &names() {
+        Entry::Names(n) => n.cgroups[1].1.clone(),
+        _ => unreachable!(),
+    };
+    let mut stream = noisy_neighbour_stream();
+    stream.push(psi(
+        2_000 * MS,
+        10_000,
+        &[(&victim_path, 1_000), ("/noisy", 0)],
+    ));
+    stream.push(psi(
+        6_000 * MS,
+        910_000,
+        &[(&victim_path, 601_000), ("/noisy", 400_000)],
+    ));
+    let r = analyse(&stream);
+    let victim = r.runq.iter().find(|row| row.cgroup == victim_path).unwrap();
+    assert_eq!(victim.pressure_some_ns, Some(600 * MS));
+    assert_eq!(r.pressure.host_some_ns, Some(900 * MS));
+    assert_eq!(r.pressure.host_full_ns, Some(0));
+    assert_eq!(r.pressure.disagreements.len(), 1, "{:?}", r.pressure);
+    let d = &r.pressure.disagreements[0];
+    assert_eq!((d.cgroup.as_str(), d.psi_some_ns), ("/noisy", 400 * MS));
+    assert_eq!(d.waited_ns, 0);
+}
+
+/// `report --from/--to`: PSI grows from the last reading at or before the
+/// window's start to the last inside it; readings after it are left out,
+/// and `--container` keeps only its cgroups' disagreements.
+#[test]
+fn psi_is_cut_to_the_report_window() {
+    let readings = [
+        psi(1_000 * MS, 1_000, &[("/noisy", 1_000), ("/other", 0)]),
+        psi(2_000 * MS, 5_000, &[("/noisy", 2_000), ("/other", 0)]),
+        psi(
+            3_000 * MS,
+            305_000,
+            &[("/noisy", 202_000), ("/other", 500_000)],
+        ),
+        psi(
+            4_000 * MS,
+            905_000,
+            &[("/noisy", 902_000), ("/other", 900_000)],
+        ),
+    ];
+    let scope = ReportScope {
+        from_ns: Some(2_000 * MS),
+        to_ns: Some(3_500 * MS),
+        ..ReportScope::default()
+    };
+    let mut a = Analysis::scoped(header(), scope.clone());
+    for e in [names()].iter().chain(&readings) {
+        a.apply(e);
+    }
+    let r = a.report();
+    assert_eq!(r.pressure.host_some_ns, Some(300 * MS));
+    let growth: Vec<_> = r
+        .pressure
+        .disagreements
+        .iter()
+        .map(|d| (d.cgroup.as_str(), d.psi_some_ns))
+        .collect();
+    assert_eq!(growth, [("/noisy", 200 * MS), ("/other", 500 * MS)]);
+    let mut a = Analysis::scoped(
+        header(),
+        ReportScope {
+            container: Some("noisy".into()),
+            ..scope
+        },
+    );
+    for e in [names()].iter().chain(&readings) {
+        a.apply(e);
+    }
+    let r = a.report();
+    assert_eq!(r.pressure.disagreements.len(), 1);
+    assert_eq!(r.pressure.disagreements[0].cgroup, "/noisy");
+}

@@ -1,7 +1,8 @@
 //! The text report's tables of aggregates: syscalls, softirq delays,
-//! run-queue latency per cgroup, CFS throttling. Percentiles read as the
-//! range of their histogram bucket, tails as counts over the threshold,
-//! sampled values marked `~` (known to about one sampler tick).
+//! run-queue latency per cgroup with PSI beside it, CFS throttling.
+//! Percentiles read as the range of their histogram bucket, tails as
+//! counts over the threshold, sampled values marked `~` (known to about
+//! one sampler tick).
 
 use std::fmt::Write as _;
 
@@ -157,11 +158,13 @@ pub fn runq(out: &mut String, r: &Report, chosen: &Selection<'_>) {
         let p = &row.preempted_by;
         let _ = writeln!(
             out,
-            "  {:<32} {:>7} waits {} max {:>8}  kept off by own/other/kthread/quota {}/{}/{}/{}{top}",
+            "  {:<32} {:>7} waits {} max {:>8} waited {:>8} PSI {:>8}  kept off by own/other/kthread/quota {}/{}/{}/{}{top}",
             clip(&row.container, 32),
             row.count,
             spread(&row.distribution),
             duration(row.max_ns),
+            duration(row.total_ns),
+            row.pressure_some_ns.map_or("-".into(), duration),
             p.same_cgroup,
             p.other_cgroup,
             p.kthread,
@@ -169,6 +172,49 @@ pub fn runq(out: &mut String, r: &Report, chosen: &Selection<'_>) {
         );
     }
     more(out, r.runq.len().saturating_sub(chosen.limit));
+    pressure(out, r);
+}
+
+/// What PSI says beside the waits: the host's pressure, what was not read
+/// (said, never shown as zero), and the cgroups where PSI saw more waiting
+/// than stalltop measured.
+fn pressure(out: &mut String, r: &Report) {
+    let p = &r.pressure;
+    match p.host_some_ns {
+        Some(some) => {
+            let full = p
+                .host_full_ns
+                .map_or(String::new(), |full| format!(", full {}", duration(full)));
+            let _ = writeln!(
+                out,
+                "  host CPU pressure (PSI): some {}{full} in the report's time",
+                duration(some)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  host CPU pressure (PSI): not read (no /proc/pressure/cpu, or a recording made before stalltop read it)"
+            );
+        }
+    }
+    if r.runq.iter().any(|row| row.pressure_some_ns.is_none()) {
+        let _ = writeln!(
+            out,
+            "  PSI -: the cgroup's cpu.pressure was not read (no PSI, or on a hybrid host no cgroup of its path in the unified hierarchy)"
+        );
+    }
+    for d in &p.disagreements {
+        let _ = writeln!(
+            out,
+            "  PSI DISAGREES: {} had tasks waiting {} by PSI but stalltop measured {} of waits in it and below (more than {}% + {} apart): waits went unseen",
+            d.cgroup,
+            duration(d.psi_some_ns),
+            duration(d.waited_ns),
+            p.margin_percent,
+            duration(p.slack_ns)
+        );
+    }
 }
 
 pub fn throttling(out: &mut String, r: &Report) {
