@@ -287,13 +287,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_size, requires = "flight_dir")]
     pub flight_max: u64,
 
-    /// Containers with series of their own in the metrics (at most 22
+    /// Containers with series of their own in the metrics (at most 23
     /// series each: the default keeps a node of up to 10 CPUs within 2,000
     /// series); the rest are summed under container="other". The
     /// places go to the containers that waited most recently: one whose
     /// cgroups were removed gives its place up at once (its series end a
     /// minute later), one idle for a minute gives it to a newcomer.
-    #[arg(long, value_name = "N", default_value_t = 75, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, value_name = "N", default_value_t = 70, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_series_containers: u32,
 }
 

@@ -202,6 +202,24 @@ pub fn families(i: &Inputs<'_>) -> Vec<Family> {
             series: throttle_series(t, |th| seconds(th.usage_ns)),
         },
         Family {
+            name: "stalltop_cpu_pressure_seconds",
+            help: "The kernel's CPU pressure (PSI) of a container's cgroup: time in which some \
+                   (at least one) of its tasks waited for a CPU, averaged over the CPUs it ran \
+                   on, from cpu.pressure of the unified hierarchy.",
+            kind: Kind::Counter,
+            series: t
+                .pressure_some
+                .iter()
+                .map(|(container, ns)| Series {
+                    labels: vec![
+                        ("container", container.clone()),
+                        ("kind", "some".to_owned()),
+                    ],
+                    value: Value::Number(seconds(*ns)),
+                })
+                .collect(),
+        },
+        Family {
             name: "stalltop_cfs_quota_cpus",
             help: "A container's CPU quota, in CPUs (quota / period).",
             kind: Kind::Gauge,
@@ -433,7 +451,7 @@ mod tests {
     /// The series budget of docs/fleet.md: at most this many series per
     /// container with series of its own (and `other`), per CPU, and for the
     /// node besides.
-    const SERIES_PER_CONTAINER: usize = 22;
+    const SERIES_PER_CONTAINER: usize = 23;
     const SERIES_PER_CPU: usize = 11;
     const SERIES_PER_NODE: usize = 160;
 
@@ -466,6 +484,7 @@ mod tests {
                 totals.wait_causes.insert((c.into(), cause), 1);
             }
             totals.throttled.insert(c.into(), Throttled::default());
+            totals.pressure_some.insert(c.into(), 1);
         }
         totals.quota_cpus.insert(containers[0].into(), 0.5);
         for vector in 0..10 {

@@ -74,7 +74,8 @@ impl Node {
                 self.keep_why_baseline(k);
             }
             Entry::Throttle(t) => self.totals.apply_throttle(t, &self.analysis),
-            Entry::Records(_) | Entry::Names(_) | Entry::Pressure(_) => {}
+            Entry::Pressure(p) => self.totals.apply_pressure(p, &self.analysis),
+            Entry::Records(_) | Entry::Names(_) => {}
         }
         if let Some(flight) = &mut self.flight {
             if let Entry::Names(_) = entry {

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::labels::{ContainerLabels, OTHER};
 use crate::histogram::Histogram;
 use crate::model::Analysis;
-use crate::stream::{KernelSnapshot, ThrottleSnapshot, WaitCauses};
+use crate::stream::{KernelSnapshot, PressureSnapshot, ThrottleSnapshot, WaitCauses};
 
 /// Why a runnable task of a container waited for its CPU (in waits of at least 1 ms, split
 /// where each ended: `stream::WaitCauses`).
@@ -156,6 +156,7 @@ pub struct Totals {
     runq_seen: HashMap<u64, RunqSeen>,
     softirq_seen: HashMap<(u32, u32), Hist>,
     throttle_seen: HashMap<String, CpuStat>,
+    pressure_seen: HashMap<String, u64>,
     lost_seen: HashMap<String, u64>,
     /// Cgroups in the run-queue map that were not found removed, and the
     /// container each belongs to; how many each container has.
@@ -171,6 +172,9 @@ pub struct Totals {
     /// By softirq vector number.
     pub softirq: BTreeMap<u32, Hist>,
     pub throttled: BTreeMap<String, Throttled>,
+    /// PSI's `some` time (ns) of each container's cgroup, from its first
+    /// reading, by container label.
+    pub pressure_some: BTreeMap<String, u64>,
     /// CPUs the quota allows, by container label (not for `other`).
     pub quota_cpus: BTreeMap<String, f64>,
     /// Records lost, by kind.
@@ -184,6 +188,7 @@ impl Totals {
             runq_seen: HashMap::new(),
             softirq_seen: HashMap::new(),
             throttle_seen: HashMap::new(),
+            pressure_seen: HashMap::new(),
             lost_seen: HashMap::new(),
             live_cgroups: HashMap::new(),
             live_per_container: HashMap::new(),
@@ -192,6 +197,7 @@ impl Totals {
             wait_causes: BTreeMap::new(),
             softirq: BTreeMap::new(),
             throttled: BTreeMap::new(),
+            pressure_some: BTreeMap::new(),
             quota_cpus: BTreeMap::new(),
             lost: BTreeMap::new(),
         }
@@ -309,6 +315,34 @@ impl Totals {
         }
     }
 
+    /// Add what each cgroup's PSI `some` total grew by since its first
+    /// reading (not since the cgroup was made, before stalltop watched it).
+    /// PSI counts a cgroup's subtree: a cgroup under another of the same
+    /// container (a unit's sub-cgroups) is in that one's time already.
+    pub fn apply_pressure(&mut self, p: &PressureSnapshot, analysis: &Analysis) {
+        let containers: HashMap<&str, String> = p
+            .cgroups
+            .iter()
+            .map(|c| (c.path.as_str(), analysis.container_of_path(&c.path)))
+            .collect();
+        self.pressure_seen
+            .retain(|path, _| containers.contains_key(path.as_str()));
+        for c in &p.cgroups {
+            let now = c.pressure.some_us * 1000;
+            let Some(before) = self.pressure_seen.insert(c.path.clone(), now) else {
+                continue;
+            };
+            let container = &containers[c.path.as_str()];
+            let inside_its_own = ancestors(&c.path)
+                .any(|a| containers.get(a).is_some_and(|other| other == container));
+            let ns = grew(now, Some(before));
+            if ns > 0 && !inside_its_own {
+                let label = self.label(container, p.ts_ns);
+                *self.pressure_some.entry(label).or_default() += ns;
+            }
+        }
+    }
+
     /// The label `container`'s activity counts under; a container whose
     /// place was taken loses its series.
     fn label(&mut self, container: &str, now_ns: u64) -> String {
@@ -323,8 +357,24 @@ impl Totals {
         self.runq.remove(container);
         self.wait_causes.retain(|(label, _), _| label != container);
         self.throttled.remove(container);
+        self.pressure_some.remove(container);
         self.quota_cpus.remove(container);
     }
+}
+
+/// "/a/b/c" -> "/a/b", "/a", "/".
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    let mut rest = path;
+    std::iter::from_fn(move || {
+        if rest == "/" || rest.is_empty() {
+            return None;
+        }
+        rest = match rest.rfind('/') {
+            Some(0) | None => "/",
+            Some(i) => &rest[..i],
+        };
+        Some(rest)
+    })
 }
 
 #[cfg(test)]
@@ -527,5 +577,40 @@ mod tests {
         assert!(totals.runq.contains_key("/noisy"));
         totals.apply_kernel(&snapshot(2 * S + LINGER_NS, vec![]), &a);
         assert!(totals.runq.is_empty() && totals.wait_causes.is_empty());
+    }
+
+    #[test]
+    fn pressure_adds_what_psi_grew_by_once_per_container() {
+        use crate::stream::{CgroupPressure, Pressure};
+        let a = analysis();
+        let mut totals = Totals::new(10);
+        let psi = |ts_ns, noisy_us, inner_us| PressureSnapshot {
+            ts_ns,
+            host: None,
+            cgroups: [
+                ("/system.slice/db.service", noisy_us),
+                ("/system.slice/db.service/worker", inner_us),
+                ("/noisy", inner_us),
+            ]
+            .into_iter()
+            .map(|(path, some_us)| CgroupPressure {
+                path: path.into(),
+                pressure: Pressure {
+                    some_us,
+                    full_us: None,
+                },
+            })
+            .collect(),
+        };
+        // The first reading is the baseline: PSI from before stalltop watched is not counted.
+        totals.apply_pressure(&psi(1, 5_000, 4_000), &a);
+        assert!(totals.pressure_some.is_empty());
+        totals.apply_pressure(&psi(2, 7_000, 5_500), &a);
+        // db.service's sub-cgroup is inside the unit's own time: counted once.
+        assert_eq!(totals.pressure_some["db.service"], 2 * MS);
+        assert_eq!(totals.pressure_some["/noisy"], 1_500_000);
+        assert_eq!(totals.pressure_some.len(), 2);
+        assert_eq!(ancestors("/a/b/c").collect::<Vec<_>>(), ["/a/b", "/a", "/"]);
+        assert_eq!(ancestors("/").count(), 0);
     }
 }
