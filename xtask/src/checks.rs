@@ -11,6 +11,7 @@ pub mod ksoftirqd;
 pub mod migration;
 pub mod moved_sleeper;
 pub mod noisy_neighbour;
+pub mod pressure;
 pub mod quiet;
 pub mod report;
 pub mod slow_syscall;

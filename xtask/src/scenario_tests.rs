@@ -243,6 +243,12 @@ fn run_checked(
                         checks::noisy_neighbour::NOISY_COMM,
                     ),
                     None => Err("ground truth names no victim cgroup".into()),
+                })
+                .and_then(|()| {
+                    let named = [&cgroups.victim, &cgroups.noisy];
+                    let named: Vec<&str> =
+                        named.into_iter().flatten().map(String::as_str).collect();
+                    checks::pressure::check(report, &named)
                 }),
                 None => Err("no quiet baseline".into()),
             },
@@ -253,6 +259,7 @@ fn run_checked(
                     (Some(truth), Some(requests)) => {
                         checks::throttle::check(report, truth, requests)
                             .and_then(|()| checks::why::check_throttle(report, truth, requests))
+                            .and_then(|()| checks::pressure::check(report, &[requests]))
                     }
                     _ => Err(format!(
                         "the {name} scenario measured no cpu.stat or no requests"

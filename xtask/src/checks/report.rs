@@ -29,6 +29,22 @@ pub struct Report {
     pub slow_syscalls: Vec<SlowSyscall>,
     pub softirq: Vec<SoftirqRow>,
     pub softirq_stolen: Vec<StolenRow>,
+    #[serde(default)]
+    pub pressure: Pressure,
+}
+
+/// PSI over the recording, and the cgroups where it saw more waiting than stalltop.
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub struct Pressure {
+    pub host_some_ns: Option<u64>,
+    pub disagreements: Vec<PressureDisagreement>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+pub struct PressureDisagreement {
+    pub cgroup: String,
+    pub psi_some_ns: u64,
+    pub waited_ns: u64,
 }
 
 /// The thresholds stalltop recorded with.
@@ -209,6 +225,9 @@ pub struct RunqRow {
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
+    /// PSI's `some` time of the cgroup over the recording (null: not read).
+    #[serde(default)]
+    pub pressure_some_ns: Option<u64>,
     pub preempted_by: PreemptedBy,
     pub top_preemptors: Vec<Preemptor>,
     #[serde(default)]

@@ -1,5 +1,7 @@
 //! The v1 cpu cgroups a scenario creates: a lock so one scenario at a time owns their names,
-//! stale cleanup, cpu.shares and CFS bandwidth, cpu.stat, and removal on drop.
+//! stale cleanup, cpu.shares and CFS bandwidth, cpu.stat, and removal on drop. On a hybrid host
+//! each also has a threaded twin of the same path in the unified hierarchy, holding the same
+//! threads, so the kernel's CPU pressure (PSI, cpu.pressure) of its tasks is there to compare.
 
 use std::fs::{self, File};
 use std::io;
@@ -13,6 +15,8 @@ use serde::Serialize;
 
 /// Mount point of the v1 cpu hierarchy; cgroup paths are reported relative to it.
 pub const CPU_ROOT: &str = "/sys/fs/cgroup/cpu";
+/// The hybrid host's cgroup2 mount, where the twins are made (when it is there).
+const UNIFIED_ROOT: &str = "/sys/fs/cgroup/unified";
 
 /// How long removal waits for exiting threads to leave a cgroup (rmdir returns EBUSY meanwhile).
 const REMOVE_ATTEMPTS: u32 = 50;
@@ -53,6 +57,8 @@ impl ScenarioLock {
 pub struct CpuCgroup {
     dir: PathBuf,
     path: String,
+    /// Its threaded twin in the unified hierarchy, if the host has one.
+    twin: Option<PathBuf>,
 }
 
 /// Counters of a cgroup's cpu.stat; `throttled_ns` is v1's `throttled_time`.
@@ -122,6 +128,7 @@ impl CpuCgroup {
         Ok(CpuCgroup {
             dir,
             path: format!("/{name}"),
+            twin: create_twin(name)?,
         })
     }
 
@@ -159,9 +166,17 @@ impl CpuCgroup {
         self.adopt_thread(unsafe { libc::gettid() })
     }
 
-    /// Moves thread `tid` (only it) into this cgroup.
+    /// Moves thread `tid` (only it) into this cgroup, and into its PSI twin if it has one.
     pub fn adopt_thread(&self, tid: libc::pid_t) -> Result<()> {
-        self.write("tasks", &tid.to_string())
+        self.write("tasks", &tid.to_string())?;
+        match &self.twin {
+            Some(twin) => {
+                let file = twin.join("cgroup.threads");
+                fs::write(&file, tid.to_string())
+                    .with_context(|| format!("write {tid} to {}", file.display()))
+            }
+            None => Ok(()),
+        }
     }
 
     pub fn cpu_stat(&self) -> Result<CpuStat> {
@@ -192,24 +207,66 @@ impl Drop for CpuCgroup {
                 self.dir.display()
             );
         }
+        if let Some(twin) = &self.twin {
+            if let Err(err) = remove_twin(twin) {
+                eprintln!(
+                    "warning: cgroup {} was not removed: {err:#}",
+                    twin.display()
+                );
+            }
+        }
     }
 }
 
+/// On a hybrid host, `<UNIFIED_ROOT>/<name>` as a threaded cgroup (so single threads move in),
+/// a stale one removed first; None on a host without it.
+fn create_twin(name: &str) -> Result<Option<PathBuf>> {
+    let root = Path::new(UNIFIED_ROOT);
+    if !root.join("cgroup.threads").exists() {
+        return Ok(None);
+    }
+    let dir = root.join(name);
+    if dir.exists() {
+        remove_twin(&dir)?;
+    }
+    fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+    let kind = dir.join("cgroup.type");
+    fs::write(&kind, "threaded")
+        .with_context(|| format!("write threaded to {}", kind.display()))?;
+    Ok(Some(dir))
+}
+
+/// Its children first, then its threads back to the unified root, then rmdir.
+fn remove_twin(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
+        let entry = entry.with_context(|| format!("read {}", dir.display()))?;
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            remove_twin(&entry.path())?;
+        }
+    }
+    let root_threads = Path::new(UNIFIED_ROOT).join("cgroup.threads");
+    rmdir_emptied(dir, "cgroup.threads", &root_threads)
+}
+
 /// Removes the child cgroups first (a stale parent left by a crashed run still has them), then
-/// moves every task back to the root cgroup, lifts the quota and rmdirs, retrying while exiting
-/// threads still hold the cgroup.
+/// lifts the quota (so throttled threads can exit) and empties and removes it.
 fn remove(dir: &Path) -> Result<()> {
     remove_children(dir)?;
-    let root_tasks = Path::new(CPU_ROOT).join("tasks");
+    fs::write(dir.join("cpu.cfs_quota_us"), "-1")
+        .with_context(|| format!("reset {}/cpu.cfs_quota_us", dir.display()))?;
+    rmdir_emptied(dir, "tasks", &Path::new(CPU_ROOT).join("tasks"))
+}
+
+/// Moves the threads listed in `dir`'s `members` file to `root_members` and rmdirs `dir`,
+/// retrying while exiting threads still hold it (rmdir returns EBUSY meanwhile).
+pub(super) fn rmdir_emptied(dir: &Path, members: &str, root_members: &Path) -> Result<()> {
     for _ in 0..REMOVE_ATTEMPTS {
-        let tasks = fs::read_to_string(dir.join("tasks"))
-            .with_context(|| format!("read {}/tasks", dir.display()))?;
-        for tid in tasks.split_whitespace() {
+        let listed = fs::read_to_string(dir.join(members))
+            .with_context(|| format!("read {}/{members}", dir.display()))?;
+        for tid in listed.split_whitespace() {
             // ESRCH when the thread is exiting: it leaves on its own.
-            let _ = fs::write(&root_tasks, tid);
+            let _ = fs::write(root_members, tid);
         }
-        fs::write(dir.join("cpu.cfs_quota_us"), "-1")
-            .with_context(|| format!("reset {}/cpu.cfs_quota_us", dir.display()))?;
         match fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(err) if err.kind() == io::ErrorKind::ResourceBusy => {}

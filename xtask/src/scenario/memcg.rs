@@ -10,10 +10,10 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::thread;
-use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
+
+use super::cgroup::rmdir_emptied;
 
 /// Mount point of the v1 memory hierarchy.
 pub const MEMORY_ROOT: &str = "/sys/fs/cgroup/memory";
@@ -21,8 +21,6 @@ pub const MEMORY_ROOT: &str = "/sys/fs/cgroup/memory";
 const PARENT: &str = "stalltop_zombies";
 /// Page cache each zombie is left holding.
 const FILE_BYTES: usize = 16 * 1024;
-const REMOVE_ATTEMPTS: u32 = 50;
-const REMOVE_BACKOFF: Duration = Duration::from_millis(20);
 
 /// The parent memory cgroup, its zombie children and the files whose page cache they hold.
 pub struct Zombies {
@@ -235,28 +233,7 @@ fn release(parent: &Path, files: Option<&Path>) -> Result<()> {
     }
     // Children first.
     for dir in dirs.iter().rev() {
-        remove_cgroup_dir(dir, &root_tasks)?;
+        rmdir_emptied(dir, "tasks", &root_tasks)?;
     }
     Ok(())
-}
-
-fn remove_cgroup_dir(dir: &Path, root_tasks: &Path) -> Result<()> {
-    for _ in 0..REMOVE_ATTEMPTS {
-        let tasks = fs::read_to_string(dir.join("tasks"))
-            .with_context(|| format!("read {}/tasks", dir.display()))?;
-        for tid in tasks.split_whitespace() {
-            // ESRCH when the thread is exiting: it leaves on its own.
-            let _ = fs::write(root_tasks, tid);
-        }
-        match fs::remove_dir(dir) {
-            Ok(()) => return Ok(()),
-            Err(err) if err.kind() == io::ErrorKind::ResourceBusy => {}
-            Err(err) => bail!("rmdir {}: {err}", dir.display()),
-        }
-        thread::sleep(REMOVE_BACKOFF);
-    }
-    bail!(
-        "rmdir {}: still busy after {REMOVE_ATTEMPTS} attempts",
-        dir.display()
-    )
 }
