@@ -1,5 +1,6 @@
 //! Project chores for stalltop: `cargo xtask <command>`; one module per command.
 
+mod arm64_verify;
 mod bench;
 mod checks;
 mod child;
@@ -55,6 +56,9 @@ enum Command {
     KernelMatrix(matrix::Args),
     /// Build the release stalltop with no shared libraries into target/static/stalltop.
     Static,
+    /// Boot Debian's stock arm64 6.1 kernel under QEMU and load every program of the arm64 BPF
+    /// object through its verifier.
+    Arm64Verify(arm64_verify::Args),
     /// Run target/release/stalltop serve under a real Prometheus through real scenarios.
     FleetTest,
 }
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Command::TuiTest(args) => tui_test::main(&args),
         Command::KernelMatrix(args) => matrix::main(&args),
         Command::Static => static_build::main(),
+        Command::Arm64Verify(args) => arm64_verify::main(&args),
         Command::FleetTest => fleet_test::main(),
     };
     match result {

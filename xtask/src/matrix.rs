@@ -2,17 +2,17 @@
 //! each runs the probe tests and the static `stalltop record` + `report --json` in every
 //! mode over a small load; checks what came back; `--write-docs` writes docs/kernels.md from it.
 
-mod binaries;
+pub(crate) mod binaries;
 mod checks;
-mod docs;
+pub(crate) mod docs;
 mod guest;
 mod guest_output;
 mod guest_script;
 mod host;
-mod initramfs;
+pub(crate) mod initramfs;
 mod kernels;
 mod modes;
-mod qemu;
+pub(crate) mod qemu;
 mod report;
 
 use std::collections::VecDeque;
@@ -33,7 +33,7 @@ use self::kernels::{Kernel, FLAVOURS};
 use self::modes::{Mode, SYSCALL_MODES};
 use crate::scenario::command;
 use crate::workspace::{target_dir, workspace_root};
-use crate::{interrupt, prereqs};
+use crate::{arm64_verify, interrupt, prereqs};
 
 /// Each mode records this long over the load.
 const RECORD: Duration = Duration::from_secs(3);
@@ -145,7 +145,7 @@ fn selected(chosen: &[String], name: &str) -> bool {
 }
 
 /// `git describe --always --dirty` of the workspace.
-fn tree_commit() -> Result<String> {
+pub(crate) fn tree_commit() -> Result<String> {
     let commit = command::run(
         "git",
         &[
@@ -259,10 +259,12 @@ struct Boot {
 }
 
 fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Boot> {
+    let results = dir.join("results.txt");
     let guest = qemu::Guest {
+        machine: &qemu::X86_64,
         kernel: &kernel.vmlinuz,
         initramfs,
-        results: dir.join("results.txt"),
+        results: Some(results.clone()),
         console: dir.join("console.log"),
         qemu_log: dir.join("qemu.log"),
         limit: BOOT_ALLOWANCE + plan.steps_limit(),
@@ -278,7 +280,7 @@ fn boot(kernel: &Kernel, plan: &Plan, initramfs: &Path, dir: &Path) -> Result<Bo
     if interrupt::requested() {
         bail!("interrupted by a signal");
     }
-    let text = fs::read(&guest.results)
+    let text = fs::read(&results)
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
         .unwrap_or_default();
     let target = Target {
@@ -401,8 +403,13 @@ fn write_docs(
     let invocation: Vec<String> = std::env::args().skip(1).collect();
     let invocation = format!("cargo xtask {}", invocation.join(" "));
     let path = workspace_root().join("docs/kernels.md");
-    fs::write(&path, docs::render(&lines, &invocation, commit))
-        .with_context(|| format!("write {}", path.display()))?;
+    let mut doc = docs::render(&lines, &invocation, commit);
+    // The arm64 section is `cargo xtask arm64-verify --write-docs`'s: kept as it is.
+    let old = fs::read_to_string(&path).unwrap_or_default();
+    if let Some(arm64) = arm64_verify::docs::section_of(&old) {
+        doc = arm64_verify::docs::replace_section(&doc, arm64);
+    }
+    fs::write(&path, doc).with_context(|| format!("write {}", path.display()))?;
     eprintln!("kernel-matrix: wrote {}", path.display());
     Ok(host_failures.len())
 }

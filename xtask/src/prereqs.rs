@@ -11,7 +11,8 @@ use anyhow::{bail, Context, Result};
 /// redis-tools (redis-benchmark) by the bench's server workload,
 /// prometheus (and its promtool) by the fleet test, python3-venv by
 /// tests/perfetto/decode (Perfetto's Python protos in a venv);
-/// the kernel matrix boots its guests with QEMU and runs busybox in them.
+/// the kernel matrix boots its guests with QEMU and runs busybox in them,
+/// arm64-verify its arm64 guest.
 const PACKAGES: &[&str] = &[
     "clang",
     "clang-format",
@@ -24,6 +25,7 @@ const PACKAGES: &[&str] = &[
     "iproute2",
     "linux-perf",
     "qemu-system-x86",
+    "qemu-system-arm",
     "busybox-static",
     "redis-server",
     "redis-tools",

@@ -150,7 +150,7 @@ fn c_builders_in(tree: &str) -> Vec<&str> {
 fn c_format() -> Result<()> {
     let root = crate::workspace::workspace_root();
     let mut sources = Vec::new();
-    for dir in ["bpf", "xtask/floor/bpf"] {
+    for dir in ["bpf", "xtask/floor/bpf", "xtask/arm64"] {
         for entry in std::fs::read_dir(root.join(dir))? {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "c" || e == "h") {
@@ -165,7 +165,10 @@ fn c_format() -> Result<()> {
         .status()
         .context("running clang-format (apt-get install clang-format)")?;
     if !status.success() {
-        bail!("bpf/ is not formatted: run `clang-format -i bpf/*.[ch] xtask/floor/bpf/*.[ch]`");
+        bail!(
+            "bpf/ is not formatted: run \
+             `clang-format -i bpf/*.[ch] xtask/floor/bpf/*.[ch] xtask/arm64/*.c`"
+        );
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! on another host.
 
 mod btf_blob;
-mod debian_arm64;
+pub(crate) mod debian_arm64;
 
 use std::fs;
 use std::path::Path;
@@ -55,7 +55,7 @@ pub fn main(args: &Args) -> Result<()> {
         let arch = arch.as_str();
         bail!("the {arch} header comes from a running {arch} kernel: run this on an {arch} host");
     }
-    let cache = crate::workspace::workspace_root().join("target/debian-arm64");
+    let cache = debian_arm64::cache_dir();
     fs::create_dir_all(&cache).with_context(|| format!("mkdir {}", cache.display()))?;
     let kernel = debian_arm64::newest_kernel(&cache)?;
     let btf =

@@ -27,7 +27,7 @@ pub fn build() -> Result<Binaries> {
 }
 
 /// Runs cargo with `--message-format=json`; its stdout (one JSON message a line).
-fn cargo_messages(args: &[&str]) -> Result<String> {
+pub fn cargo_messages(args: &[&str]) -> Result<String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
         .args(args)

@@ -215,7 +215,7 @@ fn cell(text: &str) -> String {
 }
 
 /// `1234567` -> `1,234,567`.
-fn thousands(n: u64) -> String {
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, digit) in digits.chars().enumerate() {

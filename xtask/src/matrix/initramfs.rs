@@ -13,7 +13,7 @@ use crate::scenario::command;
 /// busybox-static's binary: every tool the guest script uses (`--install -s` at boot).
 const BUSYBOX: &str = "/bin/busybox";
 /// Where the guest script mounts proc, sysfs, devtmpfs and tmpfs.
-const MOUNT_POINTS: [&str; 4] = ["/proc", "/sys", "/dev", "/tmp"];
+pub const MOUNT_POINTS: [&str; 4] = ["/proc", "/sys", "/dev", "/tmp"];
 
 /// What an archive entry holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
-//! Boots one guest under qemu-system-x86_64 (TCG: KVM guests hang on this machine kind) and
-//! waits for it to power off, killing it past its time limit, when it falls silent, or on
-//! SIGINT/SIGTERM.
+//! Boots one guest under QEMU (TCG: KVM guests hang on this machine kind), an x86_64 or an
+//! arm64 one, and waits for it to power off, killing it past its time limit, when it falls
+//! silent, or on SIGINT/SIGTERM.
 
 use std::fs::File;
 use std::io;
@@ -18,12 +18,47 @@ const POLL: Duration = Duration::from_millis(200);
 /// Guest memory: the initramfs (binaries included) lives in it.
 const MEMORY_MB: u32 = 2048;
 
+/// An emulated machine: QEMU's program and options, and the kernel's name of its console.
+pub struct Machine {
+    pub qemu: &'static str,
+    pub options: &'static [&'static str],
+    pub console: &'static str,
+}
+
+/// thread=single: one host thread runs both vCPUs in turn. With a thread per vCPU (QEMU's
+/// default here), guests froze whole or livelocked while kernel text was patched in 5 of 7
+/// boots of one CI run.
+pub const X86_64: Machine = Machine {
+    qemu: "qemu-system-x86_64",
+    options: &["-accel", "tcg,thread=single", "-cpu", "max", "-smp", "2"],
+    console: "ttyS0",
+};
+
+/// One vCPU: the verifier runs on one anyway. pauth-impdef: QEMU's own pointer-authentication
+/// hash, much cheaper to emulate than the architected one the kernel signs every return with.
+pub const AARCH64: Machine = Machine {
+    qemu: "qemu-system-aarch64",
+    options: &[
+        "-M",
+        "virt",
+        "-cpu",
+        "max,pauth-impdef=on",
+        "-accel",
+        "tcg",
+        "-smp",
+        "1",
+    ],
+    console: "ttyAMA0",
+};
+
 /// One guest's files and limit.
 pub struct Guest<'a> {
+    pub machine: &'a Machine,
     pub kernel: &'a Path,
     pub initramfs: &'a Path,
-    /// Written by the guest on its second serial port.
-    pub results: PathBuf,
+    /// Written by the guest on its second serial port; None: it writes them on its console
+    /// (arm64's virt machine has one serial port).
+    pub results: Option<PathBuf>,
     /// The kernel console (first serial port).
     pub console: PathBuf,
     /// QEMU's own messages.
@@ -54,12 +89,10 @@ impl std::error::Error for Silent {}
 pub fn run(guest: &Guest) -> Result<Duration> {
     let log = File::create(&guest.qemu_log)
         .with_context(|| format!("create {}", guest.qemu_log.display()))?;
-    let mut command = Command::new("qemu-system-x86_64");
+    let qemu = guest.machine.qemu;
+    let mut command = Command::new(qemu);
     command
-        // thread=single: one host thread runs both vCPUs in turn. With a thread per vCPU
-        // (QEMU's default here), guests froze whole or livelocked while kernel text was patched
-        // in 5 of 7 boots of one CI run.
-        .args(["-accel", "tcg,thread=single", "-cpu", "max", "-smp", "2"])
+        .args(guest.machine.options)
         .args(["-m", &MEMORY_MB.to_string()])
         .args(["-nographic", "-no-reboot", "-monitor", "none"])
         .arg("-kernel")
@@ -73,15 +106,18 @@ pub fn run(guest: &Guest) -> Result<Duration> {
         // loglevel=5 (not quiet): warnings and call traces reach the console. A guest that
         // hangs (soft lockup, RCU stall) panics at once, with every CPU's stack, rather than
         // sit out its time limit.
-        .args([
-            "-append",
-            "console=ttyS0 loglevel=5 panic=-1 noirqdebug softlockup_panic=1 \
+        .arg("-append")
+        .arg(format!(
+            "console={} loglevel=5 panic=-1 noirqdebug softlockup_panic=1 \
              softlockup_all_cpu_backtrace=1 sysctl.kernel.panic_on_rcu_stall=1",
-        ])
+            guest.machine.console
+        ))
         .arg("-serial")
-        .arg(serial_file(&guest.console))
-        .arg("-serial")
-        .arg(serial_file(&guest.results))
+        .arg(serial_file(&guest.console));
+    if let Some(results) = &guest.results {
+        command.arg("-serial").arg(serial_file(results));
+    }
+    command
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
@@ -97,7 +133,7 @@ pub fn run(guest: &Guest) -> Result<Duration> {
         });
     }
     let started = Instant::now();
-    let mut child = command.spawn().context("start qemu-system-x86_64")?;
+    let mut child = command.spawn().with_context(|| format!("start {qemu}"))?;
     let mut watch = SilenceWatch::new(guest.silence_limit, started);
     let outcome = loop {
         if let Some(status) = child.try_wait()? {
@@ -105,7 +141,7 @@ pub fn run(guest: &Guest) -> Result<Duration> {
                 Ok(started.elapsed())
             } else {
                 Err(anyhow::anyhow!(
-                    "qemu-system-x86_64 failed ({status}); see {}",
+                    "{qemu} failed ({status}); see {}",
                     guest.qemu_log.display()
                 ))
             };
@@ -119,7 +155,7 @@ pub fn run(guest: &Guest) -> Result<Duration> {
                 guest.limit
             ));
         }
-        let written = file_len(&guest.console) + file_len(&guest.results);
+        let written = file_len(&guest.console) + guest.results.as_deref().map_or(0, file_len);
         if watch.silent(written, Instant::now()) {
             break Err(Silent(guest.silence_limit).into());
         }

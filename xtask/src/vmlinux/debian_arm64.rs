@@ -1,6 +1,6 @@
-//! Debian 12's newest stock arm64 6.1 kernel image, fetched with apt into a state of its own
-//! under `dir` (the host's apt configuration, architectures and package lists are left alone)
-//! and cached there.
+//! Debian 12's newest stock arm64 6.1 kernel image, and other arm64 packages, fetched with apt
+//! into a state of its own under `dir` (the host's apt configuration, architectures and package
+//! lists are left alone) and cached there.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,6 +26,25 @@ pub struct Kernel {
     pub deb: String,
     /// The uncompressed kernel Image.
     pub image: Vec<u8>,
+    /// Where it is unpacked: `<dir>/extracted/boot/vmlinuz-<release>`.
+    pub vmlinuz: PathBuf,
+}
+
+impl Kernel {
+    /// What `uname -r` says on it: `6.1.0-56-arm64`.
+    pub fn release(&self) -> String {
+        let name = self
+            .vmlinuz
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy();
+        name.trim_start_matches("vmlinuz-").to_owned()
+    }
+}
+
+/// Where the packages, apt's state and the unpacked kernel are kept.
+pub fn cache_dir() -> PathBuf {
+    crate::workspace::workspace_root().join("target/debian-arm64")
 }
 
 /// Fetches (or reuses from `dir`) the newest stock arm64 6.1 kernel and reads its Image.
@@ -50,14 +69,38 @@ pub fn newest_kernel(dir: &Path) -> Result<Kernel> {
             cached_deb(dir, &package)?.context("apt-get download left no .deb")?
         }
     };
-    let image = image_of(dir, &deb)?;
+    let vmlinuz = image_of(dir, &deb)?;
+    let image = fs::read(&vmlinuz).with_context(|| format!("read {}", vmlinuz.display()))?;
     ensure!(
         image.get(IMAGE_MAGIC.0..IMAGE_MAGIC.0 + 4) == Some(&IMAGE_MAGIC.1[..]),
         "{} is not an uncompressed arm64 Image",
         deb.display()
     );
     let deb = deb.file_name().unwrap_or_default().to_string_lossy().into();
-    Ok(Kernel { deb, image })
+    Ok(Kernel {
+        deb,
+        image,
+        vmlinuz,
+    })
+}
+
+/// Downloads (or reuses from `dir`) the arm64 build of each of `packages`; their .debs. Reads
+/// the package lists `newest_kernel` updated in `dir`.
+pub fn download(dir: &Path, packages: &[&str]) -> Result<Vec<PathBuf>> {
+    let apt = Apt::new(&dir.join("apt"))?;
+    let mut debs = Vec::new();
+    for package in packages {
+        let deb = match cached_deb(dir, package)? {
+            Some(deb) => deb,
+            None => {
+                apt.run_in(dir, "apt-get", &["download", "-qq", package])?;
+                cached_deb(dir, package)?
+                    .with_context(|| format!("apt-get download {package} left no .deb"))?
+            }
+        };
+        debs.push(deb);
+    }
+    Ok(debs)
 }
 
 /// The package with the highest ABI number among `names`.
@@ -86,8 +129,8 @@ fn cached_deb(dir: &Path, package: &str) -> Result<Option<PathBuf>> {
     Ok(None)
 }
 
-/// The kernel Image inside `deb` (./boot/vmlinuz-*), extracted alone.
-fn image_of(dir: &Path, deb: &Path) -> Result<Vec<u8>> {
+/// The kernel Image inside `deb` (./boot/vmlinuz-*), extracted alone; its path.
+fn image_of(dir: &Path, deb: &Path) -> Result<PathBuf> {
     let out = dir.join("extracted");
     if out.exists() {
         fs::remove_dir_all(&out).with_context(|| format!("clear {}", out.display()))?;
@@ -118,7 +161,7 @@ fn image_of(dir: &Path, deb: &Path) -> Result<Vec<u8>> {
         .next()
         .context("no vmlinuz in the package")??
         .path();
-    fs::read(&image).with_context(|| format!("read {}", image.display()))
+    Ok(image)
 }
 
 /// apt with its own lists, cache and sources: arm64 only.
