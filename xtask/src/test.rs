@@ -3,7 +3,8 @@
 //! the BPF object for x86_64 and arm64), the Prometheus rules (promtool), the static binary
 //! (`cargo xtask static`: no shared libraries, and it runs), then the scenario tests (in every
 //! syscall mode), the terminal test and the fleet test (`serve` under a real Prometheus) against
-//! the release binary, and the kernel matrix, whose guests run the static one; one at a time.
+//! the release binary, the arm64 object through an arm64 kernel's verifier, and the kernel
+//! matrix, whose guests run the static one; one at a time.
 
 use std::process::Command;
 
@@ -52,6 +53,10 @@ pub fn main() -> Result<()> {
     step("terminal test", || xtask(&["tui-test"]))?;
     step("fleet test (serve under a real Prometheus)", || {
         xtask(&["fleet-test"])
+    })?;
+    // About a minute: the release build above has compiled the arm64 object.
+    step("arm64 verifier (Debian 6.1 arm64 under QEMU)", || {
+        xtask(&["arm64-verify"])
     })?;
     step("kernel matrix", || xtask(&["kernel-matrix"]))?;
     eprintln!("\n== all tests passed");
