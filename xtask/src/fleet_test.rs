@@ -295,25 +295,44 @@ fn report(stalltop: &Path, recording: &Path, workdir: &Path) -> Result<Report> {
     Report::parse(&text).map_err(anyhow::Error::msg)
 }
 
-/// No program of stalltop's is loaded once serve exited.
+/// How long the kernel may take to free an exited serve's programs: their
+/// links go after an RCU grace period (tasks-trace RCU for tracepoints), so
+/// they can still be listed just after the process is reaped.
+const PROGRAMS_FREED_WITHIN: Duration = Duration::from_secs(5);
+
+/// No program of stalltop's is loaded once serve exited (and the kernel
+/// had PROGRAMS_FREED_WITHIN to free them).
 fn ensure_nothing_attached() -> Result<()> {
+    let deadline = Instant::now() + PROGRAMS_FREED_WITHIN;
+    loop {
+        let ours = our_programs()?;
+        if ours.is_empty() {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "BPF programs left {} s after serve exited: {ours:?}",
+            PROGRAMS_FREED_WITHIN.as_secs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The names of stalltop's programs loaded now.
+fn our_programs() -> Result<Vec<String>> {
     let output = Command::new("bpftool")
         .args(["prog", "show", "--json"])
         .output()
         .context("running bpftool")?;
     let programs: Value = serde_json::from_slice(&output.stdout)?;
-    let ours: Vec<&str> = programs
+    Ok(programs
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|p| p["name"].as_str())
         .filter(|name| name.starts_with("btf_") || name.starts_with("raw_"))
-        .collect();
-    ensure!(
-        ours.is_empty(),
-        "BPF programs left after serve exited: {ours:?}"
-    );
-    Ok(())
+        .map(str::to_string)
+        .collect())
 }
 
 /// CPUs online now (the per-CPU part of the series budget).
