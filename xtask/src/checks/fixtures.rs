@@ -215,7 +215,7 @@ fn percentiles(count: usize, p50: u64, p99: u64, max: u64) -> Percentiles {
 const SMAPS: &str = "/proc/4000/smaps";
 const DIR: &str = "/dev/shm/stalltop-getdents";
 pub const FORCE_EMPTY: &str = "/sys/fs/cgroup/memory/stalltop_zombies/memory.force_empty";
-const LOG: &str = "/tmp/stalltop-slow-syscall/app.log";
+const LOG: &str = "/var/tmp/stalltop-slow-syscall/app.log";
 
 /// A clean run's ground truth: every number as the scenario measures it.
 pub fn slow_truth() -> slow_syscall::Truth {

@@ -415,7 +415,7 @@ mod tests {
         let inflated = with(&slow_report(), "/syscalls/4/oncpu_total_ns", json!(52 * MS));
         assert_fails(
             check(&inflated, &slow_truth()),
-            "fadvise64 (/tmp/stalltop-slow-syscall/app.log) by culprit in /stalltop_glog: on-CPU",
+            "fadvise64 (/var/tmp/stalltop-slow-syscall/app.log) by culprit in /stalltop_glog: on-CPU",
         );
         let under = with(&slow_report(), "/syscalls/1/oncpu_total_ns", json!(80 * MS));
         assert_fails(

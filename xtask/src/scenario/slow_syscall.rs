@@ -65,7 +65,10 @@ const MIN_WINDOW_NS: u64 = FIRST_CALL_NS + 5 * SPACING_NS;
 /// making 120k inodes there takes seconds; the cost of the call is the walk and the copy-out.
 const DIR_PARENT: &str = "/dev/shm";
 const DIR_NAME: &str = "stalltop-getdents";
-/// Under the temporary directory (a disk file system: reclaimable page cache).
+/// The cached file and the zombies' page cache live on a disk file system, where fadvise
+/// DONTNEED and force_empty have page cache to drop: /var/tmp, as /tmp is a tmpfs on many
+/// systems (Debian 13, Fedora), whose pages no call can drop.
+const FILES_PARENT: &str = "/var/tmp";
 const FILES_NAME: &str = "stalltop-slow-syscall";
 
 /// Built before the window: removed (memory unmapped, zombies released, files deleted) on drop.
@@ -289,7 +292,12 @@ impl Fixture {
             MIN_WINDOW_NS / 1_000_000
         );
         let memory_cgroups_before = memcg::memory_cgroups()?;
-        let files = Scratch::create(std::env::temp_dir().join(FILES_NAME))?;
+        ensure!(
+            !is_tmpfs(Path::new(FILES_PARENT))?,
+            "slow-syscall needs {FILES_PARENT} on a disk file system (it is a tmpfs here): \
+             fadvise and force_empty would find no page cache to drop"
+        );
+        let files = Scratch::create(Path::new(FILES_PARENT).join(FILES_NAME))?;
         let dir = Scratch::create(Path::new(DIR_PARENT).join(DIR_NAME))?;
         let files_path = files.path.clone();
         let dir_path = dir.path.clone();
@@ -598,4 +606,18 @@ pub fn run(window: &Window, fixture: Fixture) -> Result<(Measured, Injected)> {
         ..Injected::default()
     };
     Ok((measured, injected))
+}
+
+/// Whether `path` is on a tmpfs (page cache that is the file itself, never dropped).
+fn is_tmpfs(path: &Path) -> Result<bool> {
+    let c_path = CString::new(path.as_os_str().as_bytes())?;
+    let mut stat = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: c_path is a NUL-terminated path and stat is large enough for statfs's result.
+    if unsafe { libc::statfs(c_path.as_ptr(), stat.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("statfs {}", path.display()));
+    }
+    // SAFETY: statfs returned 0, so it filled stat.
+    let stat = unsafe { stat.assume_init() };
+    Ok(stat.f_type == libc::TMPFS_MAGIC)
 }
