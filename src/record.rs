@@ -25,8 +25,13 @@ pub use {
 };
 
 const MAGIC: &[u8; 8] = b"STALLTOP";
-/// Bump on any incompatible change of the layout above or of the JSON types.
-const VERSION: u32 = 1;
+/// Bump on any incompatible change of the layout above or of the JSON types,
+/// and on a new entry tag (a reader stops at a tag it does not know). 2: the
+/// Pressure entry.
+const VERSION: u32 = 2;
+/// The oldest version this reader still reads: each bump since added what
+/// an older file simply lacks.
+const OLDEST_VERSION: u32 = 1;
 /// MAGIC, version, header_len, header_crc.
 const HEADER_PREFIX_LEN: usize = 8 + 4 + 4 + 4;
 const MAX_HEADER_LEN: usize = 1 << 20;

@@ -7,8 +7,8 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 
 use super::{
-    CHUNK_FRAME_LEN, CHUNK_MAGIC, MAGIC, MAX_CHUNK_LEN, MAX_HEADER_LEN, TAG_KERNEL, TAG_NAMES,
-    TAG_PRESSURE, TAG_RECORDS, TAG_THROTTLE, VERSION,
+    CHUNK_FRAME_LEN, CHUNK_MAGIC, MAGIC, MAX_CHUNK_LEN, MAX_HEADER_LEN, OLDEST_VERSION, TAG_KERNEL,
+    TAG_NAMES, TAG_PRESSURE, TAG_RECORDS, TAG_THROTTLE, VERSION,
 };
 use crate::stream::{Entry, Header};
 
@@ -22,8 +22,12 @@ pub enum ReadError {
     Empty,
     #[error("not a stalltop recording")]
     NotRecording,
-    #[error("recording format version {found}; this stalltop reads version {supported}")]
-    UnsupportedVersion { found: u32, supported: u32 },
+    #[error("recording format version {found}; this stalltop reads versions {oldest} to {newest}")]
+    UnsupportedVersion {
+        found: u32,
+        oldest: u32,
+        newest: u32,
+    },
     #[error("damaged header: {0}")]
     DamagedHeader(String),
 }
@@ -107,10 +111,11 @@ fn read_header(data: &[u8]) -> Result<(Header, &[u8]), ReadError> {
         _ => return Err(ReadError::NotRecording),
     }
     let version = take_u32(&mut rest).ok_or_else(truncated)?;
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(ReadError::UnsupportedVersion {
             found: version,
-            supported: VERSION,
+            oldest: OLDEST_VERSION,
+            newest: VERSION,
         });
     }
     let (Some(len), Some(crc)) = (take_u32(&mut rest), take_u32(&mut rest)) else {
@@ -468,27 +473,45 @@ mod tests {
         assert!(error.to_string().starts_with("cannot read: "), "{error}");
     }
 
+    /// `path`'s format version set to `version`.
+    fn set_version(path: &Path, version: u32) {
+        let mut data = std::fs::read(path).unwrap();
+        data[MAGIC.len()..MAGIC.len() + 4].copy_from_slice(&version.to_le_bytes());
+        std::fs::write(path, &data).unwrap();
+    }
+
     #[test]
     fn future_version_says_which() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rec.stalltop");
         write_chunks(&path, &[vec![names()]]);
-        let mut data = std::fs::read(&path).unwrap();
-        data[MAGIC.len()..MAGIC.len() + 4].copy_from_slice(&2u32.to_le_bytes());
-        std::fs::write(&path, &data).unwrap();
+        set_version(&path, 3);
 
         let error = read(&path).unwrap_err();
         assert!(matches!(
             error,
             ReadError::UnsupportedVersion {
-                found: 2,
-                supported: 1
+                found: 3,
+                oldest: 1,
+                newest: 2
             }
         ));
         assert_eq!(
             error.to_string(),
-            "recording format version 2; this stalltop reads version 1"
+            "recording format version 3; this stalltop reads versions 1 to 2"
         );
+    }
+
+    /// Version 1 (before the Pressure entry) differs only by lacking it.
+    #[test]
+    fn a_version_1_recording_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rec.stalltop");
+        write_chunks(&path, &[vec![names()]]);
+        set_version(&path, 1);
+        let recording = read(&path).unwrap();
+        assert_eq!(recording.entries.len(), 1);
+        assert!(recording.damage.is_none());
     }
 
     #[test]
