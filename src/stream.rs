@@ -93,7 +93,7 @@ pub struct HostInfo {
     #[serde(default)]
     pub online: Option<CpuList>,
     /// Whether it is a VM (recordings before this field: not known).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub machine: Option<Machine>,
 }
 
@@ -126,21 +126,17 @@ pub struct Settings {
     #[serde(default = "exact_softirq_time")]
     pub softirq_time: SoftirqTime,
     /// Where softirq delays were timed from; see `Settings::softirq_delay`.
-    #[serde(
-        default,
-        rename = "softirq_delay",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "softirq_delay")]
     pub softirq_delay_timing: Option<SoftirqDelay>,
     /// Where the sampler and the interrupt probes read the hypervisor's steal (recordings
     /// before this field: none).
     #[serde(default = "no_steal")]
     pub steal: StealSource,
     /// How run-queue waits were timed (recordings before this field: not said).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub runq_wait: Option<RunqWait>,
     /// Where CFS throttles were seen (recordings before this field: not said).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub throttle: Option<Throttle>,
 }
 

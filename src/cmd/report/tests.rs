@@ -12,7 +12,8 @@ use super::*;
 use crate::app::fixtures;
 use crate::cli::ListOrder;
 use crate::model::HardirqRow;
-use crate::modes::SoftirqDelay;
+use crate::modes::{RunqWait, SoftirqDelay, Throttle};
+use crate::vm::Machine;
 
 /// Rows each list of the JSON projection keeps.
 const PROJECTED_ROWS: usize = 3;
@@ -177,6 +178,44 @@ fn sampled_softirq_delays_say_so() {
     );
     let net_rx = row(" NET_RX ");
     assert!(net_rx.contains("p50"), "{net_rx}");
+}
+
+/// One rule for missing values: a host or setting the recording did not
+/// keep is null, never an absent key; one it kept (a VM and its steal
+/// clock, every timing method) keeps the contract too.
+#[test]
+fn host_and_settings_keys_are_null_when_unknown_and_valid_when_known() {
+    let mut report = report_of(&fixtures::busy(), ReportScope::default());
+    report.settings.runq_wait = None;
+    report.settings.throttle = None;
+    let value: Value = serde_json::from_str(&json(&report)).expect("JSON");
+    for (section, key) in [
+        ("host", "machine"),
+        ("settings", "softirq_delay"),
+        ("settings", "runq_wait"),
+        ("settings", "throttle"),
+    ] {
+        assert_eq!(
+            value[section].get(key),
+            Some(&Value::Null),
+            "{section}.{key} is not null"
+        );
+    }
+    assert_matches_schema(&json(&report), "a report with unknown settings");
+
+    report.host.machine = Some(Machine::Vm {
+        hypervisor: "KVMKVMKVM".into(),
+        kvm_steal_time: true,
+    });
+    report.settings.softirq_delay_timing = Some(SoftirqDelay::Sampled);
+    report.settings.runq_wait = Some(RunqWait::Wakeup);
+    report.settings.throttle = Some(Throttle::CpuStat);
+    let json_vm = json(&report);
+    assert_matches_schema(&json_vm, "a report of a KVM guest");
+    let value: Value = serde_json::from_str(&json_vm).expect("JSON");
+    assert_eq!(value["host"]["machine"]["kind"], "vm");
+    report.host.machine = Some(Machine::BareMetal);
+    assert_matches_schema(&json(&report), "a report of bare metal");
 }
 
 mod options;
