@@ -98,15 +98,17 @@ pub(in crate::model) fn build(a: &Analysis) -> Report {
                 .is_none_or(|set| set.contains(container))
     };
     let mut runq = runq_rows(a, kernel.as_ref());
+    // PSI counts a cgroup's whole subtree: weighed against every row, before the scope cuts
+    // a descendant out.
+    let mut pressure = pressure_report(a, &runq);
+    pressure
+        .disagreements
+        .retain(|d| in_scope(&d.cgroup, &d.container));
     runq.retain(|r| in_scope(&r.cgroup, &r.container));
     let mut throttling = throttle_rows(a, &runq);
     throttling.retain(|t| in_scope(&t.cgroup, &t.container));
     let mut syscalls = syscall_rows(a, kernel.as_ref());
     syscalls.retain(|s| in_scope(&s.container, &s.container));
-    let mut pressure = pressure_report(a, &runq);
-    pressure
-        .disagreements
-        .retain(|d| in_scope(&d.cgroup, &d.container));
     let counters = kernel.as_ref().map(|k| &k.counters);
     let end_ns = scope.to_ns.unwrap_or(u64::MAX).min(a.last_ts);
     let start_ns = header.start_ns;

@@ -375,3 +375,66 @@ fn psi_is_cut_to_the_report_window() {
     assert_eq!(r.pressure.disagreements.len(), 1);
     assert_eq!(r.pressure.disagreements[0].cgroup, "/noisy");
 }
+
+/// `report --pid`: a daemon's unit cgroup holds a container's cgroup, whose
+/// waits the pid's scope cuts from the rows; PSI of the unit counts them
+/// (its whole subtree), and so does the comparison: no disagreement.
+#[test]
+fn psi_of_a_cgroup_is_weighed_against_its_subtree_before_the_scope_cuts_rows() {
+    const UNIT: u64 = 70;
+    const NESTED: u64 = 71;
+    let unit = "/system.slice/containerd.service";
+    let nested = format!("{unit}/docker-{}.scope", "ab".repeat(32));
+    let row = |cgroup, total_ns| CgroupRunq {
+        cgroup,
+        count: 10,
+        latency: Histogram::from_slots(&[0u32, 0, 0, 0, 10]),
+        total_ns,
+        ..Default::default()
+    };
+    let stream = [
+        Entry::Names(NameTable {
+            cgroups: vec![(UNIT, unit.into()), (NESTED, nested.clone())],
+            ..NameTable::default()
+        }),
+        Entry::Records(runq_record(
+            KIND_RUNQ,
+            1,
+            2_000 * MS,
+            20 * MS,
+            task(500, "containerd", UNIT),
+            task(400, "hog", NOISY),
+            None,
+            0,
+        )),
+        psi(1_000 * MS, 0, &[(unit, 0)]),
+        Entry::Kernel(KernelSnapshot {
+            ts_ns: 6_000 * MS,
+            runq: vec![row(UNIT, 20 * MS), row(NESTED, 500 * MS)],
+            ..KernelSnapshot::default()
+        }),
+        psi(6_000 * MS, 600_000, &[(unit, 515_000)]),
+    ];
+    let mut a = Analysis::scoped(
+        header(),
+        ReportScope {
+            pid: Some(500),
+            ..ReportScope::default()
+        },
+    );
+    for e in &stream {
+        a.apply(e);
+    }
+    let r = a.report();
+    let rows: Vec<&str> = r.runq.iter().map(|row| row.cgroup.as_str()).collect();
+    assert_eq!(
+        rows,
+        [unit],
+        "the nested container is out of the pid's scope"
+    );
+    assert!(
+        r.pressure.disagreements.is_empty(),
+        "{:?}",
+        r.pressure.disagreements
+    );
+}
