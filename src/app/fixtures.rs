@@ -113,6 +113,18 @@ pub fn slow_syscall() -> Recording {
     committed("slow-syscall")
 }
 
+/// The real recording of `cargo xtask scenario throttle`: request threads
+/// in a cgroup whose 15 ms / 100 ms quota runs out, beside a hog.
+pub fn throttle_scenario() -> Recording {
+    committed("throttle")
+}
+
+/// The real recording of `cargo xtask scenario ksoftirqd`: NET_RX saturating
+/// CPU 1 while a hog's bursts keep ksoftirqd/1 waiting.
+pub fn ksoftirqd_scenario() -> Recording {
+    committed("ksoftirqd")
+}
+
 fn committed(name: &str) -> Recording {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")

@@ -134,7 +134,7 @@ impl App {
             self.status = Some("no stall in the recording".into());
             return Change::View;
         };
-        self.seek_and_show(worst.at_ns);
+        self.seek_and_show(worst.complete_ns);
         self.focus_on(Pane::Feed);
         self.selections[Pane::Feed.index()] = Selection {
             key: Some(worst.id.to_string()),

@@ -2,6 +2,8 @@
 //! recording time, which entries are due as the cursor moves, and where
 //! stalls appeared (for n / N). Pure; the recording is already in memory.
 
+use std::collections::HashMap;
+
 use crate::event::{self, Event};
 use crate::model::Analysis;
 use crate::record::Recording;
@@ -17,7 +19,13 @@ pub struct StallMark {
     pub duration_ns: u64,
     /// Its longest single wait, at the end of the recording.
     pub longest_wait_ns: u64,
+    /// Recording time from which the stall is as the end of the recording has it: signals
+    /// merged in after it first appeared lengthen it, and change its kind and culprit.
+    pub complete_ns: u64,
 }
+
+/// Stalls still taking signals: the newest of each CPU, so a few per CPU at most.
+const RECENT_STALLS: usize = 64;
 
 pub struct Replay {
     entries: Vec<Entry>,
@@ -148,11 +156,13 @@ fn entry_time(entry: &Entry) -> Option<u64> {
 }
 
 /// One pass of the analysis over the whole recording, noting the time at
-/// which each new stall appeared.
+/// which each new stall appeared and the time it last took a signal.
 fn stall_marks(header: &Header, entries: &[Entry], times: &[u64]) -> Vec<StallMark> {
     let mut analysis = Analysis::new(header.clone());
     let mut newest = None;
     let mut marks = Vec::new();
+    // A recent stall's signals so far, and when they last grew.
+    let mut grown: HashMap<u64, (u32, u64)> = HashMap::new();
     for (entry, &at_ns) in entries.iter().zip(times) {
         analysis.apply(entry);
         let new: Vec<StallMark> = analysis
@@ -165,19 +175,29 @@ fn stall_marks(header: &Header, entries: &[Entry], times: &[u64]) -> Vec<StallMa
                 cpu: s.cpu,
                 duration_ns: s.duration_ns(),
                 longest_wait_ns: s.waits.longest_ns,
+                complete_ns: at_ns,
             })
             .collect();
         marks.extend(new.into_iter().rev());
         newest = analysis.stalls().next_back().map(|s| s.id).or(newest);
+        for s in analysis.stalls().rev().take(RECENT_STALLS) {
+            let seen = grown.entry(s.id).or_insert((s.signals, at_ns));
+            if seen.0 != s.signals {
+                *seen = (s.signals, at_ns);
+            }
+        }
     }
     // Waits merged in later make a stall's worst wait longer.
-    let longest: std::collections::HashMap<u64, u64> = analysis
+    let longest: HashMap<u64, u64> = analysis
         .stalls()
         .map(|s| (s.id, s.waits.longest_ns))
         .collect();
     for mark in &mut marks {
         if let Some(&ns) = longest.get(&mark.id) {
             mark.longest_wait_ns = ns;
+        }
+        if let Some(&(_, at_ns)) = grown.get(&mark.id) {
+            mark.complete_ns = at_ns;
         }
     }
     marks

@@ -534,6 +534,52 @@ fn real_noisy_neighbour_recording() {
     insta::assert_snapshot!([s, stall, culprit].join("\n"));
 }
 
+/// The detail of `recording`'s worst stall in replay: `w`, then Enter.
+fn worst_stall_of(recording: Recording) -> String {
+    let mut app = replay_at_end(recording, 160, 48);
+    press(&mut app, KeyCode::Char('w'));
+    press(&mut app, KeyCode::Enter);
+    screen(&app)
+}
+
+/// The real throttle recording in replay: the worst stall (`w`) is a
+/// request thread its group's CPU quota held back, and says so with the quota.
+#[test]
+fn real_throttle_recording_opens_its_worst_stall_on_the_quota() {
+    let stall = worst_stall_of(fixtures::throttle_scenario());
+    assert_shows(
+        &stall,
+        &[
+            "Stall #",
+            "throttled ",
+            "burstreq pid",
+            "/stalltop_throttled",
+            "throttled by its CPU quota (15ms / 100ms)",
+        ],
+    );
+    insta::assert_snapshot!(stall);
+}
+
+/// The real ksoftirqd recording in replay: the worst stall (`w`) is
+/// ksoftirqd/1 kept waiting on CPU 1, held by the hog of /stalltop_hog, as
+/// the whole recording has it (signals merged in after the stall first
+/// appeared change its kind: the cursor goes to where it took its last).
+#[test]
+fn real_ksoftirqd_recording_opens_its_worst_stall_on_the_hog() {
+    let stall = worst_stall_of(fixtures::ksoftirqd_scenario());
+    assert_shows(
+        &stall,
+        &[
+            "Stall #",
+            "on CPU 1",
+            "ksoftirqd/1",
+            "hog pid",
+            "/stalltop_hog",
+        ],
+    );
+    insta::assert_snapshot!(stall);
+}
+
 #[test]
 fn any_size_draws_without_panicking() {
     let mut app = replay_at_end(fixtures::busy(), 80, 24);
