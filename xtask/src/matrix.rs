@@ -3,7 +3,7 @@
 //! mode over a small load; checks what came back; `--write-docs` writes docs/kernels.md from it.
 
 pub(crate) mod binaries;
-mod checks;
+pub(crate) mod checks;
 pub(crate) mod docs;
 mod guest;
 mod guest_output;

@@ -20,8 +20,11 @@ const SHF_EXECINSTR: u64 = 0x4;
 /// build.rs's name of the other architecture's object in its OUT_DIR.
 const OBJECT: &str = "stalltop.aarch64.bpf.o";
 
-/// One copy of the object: the section it loads and that section's programs.
+/// One copy of the object: the section it loads and that section's programs, with the knobs
+/// of one syscall mode.
 pub struct LoadUnit {
+    /// The syscall mode whose knobs the copy holds: `exact`, `sampled`, `off`.
+    pub mode: &'static str,
     /// Its section's name without the `?`: `tp_btf/sched_switch`, `raw_tp`, `perf_event`.
     pub section: String,
     pub programs: Vec<String>,
@@ -57,8 +60,8 @@ pub fn build() -> Result<PathBuf> {
         .with_context(|| format!("no build script of the workspace wrote {OBJECT}"))
 }
 
-/// A copy of `object` per `?` section, that section loadable.
-pub fn load_units(object: &[u8]) -> Result<Vec<LoadUnit>> {
+/// A copy of `object` per `?` section, that section loadable, for syscall mode `mode`.
+pub fn load_units(object: &[u8], mode: &'static str) -> Result<Vec<LoadUnit>> {
     let elf = Elf::parse(object)?;
     let symbols = elf.symbols()?;
     let mut units = Vec::new();
@@ -90,6 +93,7 @@ pub fn load_units(object: &[u8]) -> Result<Vec<LoadUnit>> {
             }
         }
         units.push(LoadUnit {
+            mode,
             section: section_name.to_owned(),
             programs,
             object: copy,
@@ -128,6 +132,34 @@ pub fn knobs(object: &[u8]) -> Result<Vec<String>> {
         knobs.push(format!("{}={value}", symbol.name));
     }
     Ok(knobs)
+}
+
+/// `object` with its .rodata knobs `knobs` (name, value) set as the loader sets them for a
+/// mode; each must be a global of .rodata of 1, 2, 4 or 8 bytes.
+pub fn with_knobs(object: &[u8], knobs: &[(&str, i64)]) -> Result<Vec<u8>> {
+    let elf = Elf::parse(object)?;
+    let index = elf
+        .sections
+        .iter()
+        .position(|s| s.name == ".rodata")
+        .context("the object has no .rodata")?;
+    let rodata = &elf.sections[index];
+    let symbols = elf.symbols()?;
+    let mut copy = object.to_vec();
+    for &(name, value) in knobs {
+        let symbol = symbols
+            .iter()
+            .find(|s| s.name == name && s.global && s.section == index)
+            .with_context(|| format!("no knob {name} in .rodata"))?;
+        ensure!(
+            matches!(symbol.size, 1 | 2 | 4 | 8),
+            "knob {name} is {} bytes, not a number",
+            symbol.size
+        );
+        let at = rodata.offset + symbol.offset;
+        copy[at..at + symbol.size].copy_from_slice(&value.to_le_bytes()[..symbol.size]);
+    }
+    Ok(copy)
 }
 
 /// Points each .BTF.ext record group of section `name` (its function info, line info and CO-RE

@@ -98,32 +98,42 @@ impl Outcome {
     }
 }
 
-/// One program's result on arm64, beside the x86 6.1 guest's.
+/// The programs the x86 6.1 generic guest loads: by program, its verified instructions in each
+/// syscall mode it loads in.
+pub type X86Programs = BTreeMap<String, BTreeMap<String, u64>>;
+
+/// One program's result on arm64 in one syscall mode, beside the x86 6.1 guest's.
 #[derive(Debug)]
 pub struct ProgramResult {
     pub program: String,
     pub section: String,
+    pub mode: &'static str,
     pub outcome: Outcome,
     pub verified_insns: Option<u64>,
-    /// The x86 6.1 guest loads it, in some mode.
-    pub x86_loads: bool,
-    /// The instructions the x86 6.1 guest verified for it in its `exact` syscall mode, whose
-    /// knobs that shape the code are the compiled-in ones (see `x86_6_1_programs`).
-    pub x86_exact_insns: Option<u64>,
+    /// The instructions the x86 6.1 guest verified for it in the same mode, if it loads there.
+    pub x86_insns: Option<u64>,
 }
 
 impl ProgramResult {
-    /// A program the x86 6.1 guest loads that did not load, attachable, on arm64.
+    /// A program the x86 6.1 guest loads in this mode that did not load, attachable, on arm64.
     pub fn regressed(&self) -> bool {
-        self.x86_loads && self.outcome != Outcome::Loaded
+        self.x86_insns.is_some() && self.outcome != Outcome::Loaded
     }
 }
 
-pub fn judge(
-    units: &[LoadUnit],
-    report: &GuestReport,
-    x86: &BTreeMap<String, Option<u64>>,
-) -> Vec<ProgramResult> {
+/// Whether the x86 6.1 guest loads one of `unit`'s programs in `unit`'s mode: the copies worth
+/// loading on arm64.
+pub fn x86_loads_some(unit: &LoadUnit, x86: &X86Programs) -> bool {
+    unit.programs
+        .iter()
+        .any(|program| x86_insns(x86, program, unit.mode).is_some())
+}
+
+fn x86_insns(x86: &X86Programs, program: &str, mode: &str) -> Option<u64> {
+    x86.get(program)?.get(mode).copied()
+}
+
+pub fn judge(units: &[LoadUnit], report: &GuestReport, x86: &X86Programs) -> Vec<ProgramResult> {
     let mut results = Vec::new();
     for (index, unit) in units.iter().enumerate() {
         for program in &unit.programs {
@@ -145,10 +155,10 @@ pub fn judge(
             results.push(ProgramResult {
                 program: program.clone(),
                 section: unit.section.clone(),
+                mode: unit.mode,
                 outcome,
                 verified_insns,
-                x86_loads: x86.contains_key(program),
-                x86_exact_insns: x86.get(program).copied().flatten(),
+                x86_insns: x86_insns(x86, program, unit.mode),
             });
         }
     }
@@ -194,13 +204,11 @@ fn failure(program: &str, log: &[String]) -> String {
     }
 }
 
-/// The programs the x86 6.1 generic guest loads in any mode, from the rows of docs/kernels.md's
-/// `## 6.1.0-N-amd64` section, each with its verified instructions in the `exact` syscall
-/// mode if it loads there. That mode's knobs that shape the code are the object's compiled-in
-/// ones: syscalls hooked and none sampled, exact softirq delays, run-queue waits from
-/// sched_info and no steal source (that guest's loader decides the last two).
-pub fn x86_6_1_programs(doc: &str) -> BTreeMap<String, Option<u64>> {
-    let mut programs = BTreeMap::new();
+/// The programs the x86 6.1 generic guest loads, from the rows of docs/kernels.md's
+/// `## 6.1.0-N-amd64` section: each with its verified instructions in each syscall mode (of
+/// either attach mode: a program's name says which).
+pub fn x86_6_1_programs(doc: &str) -> X86Programs {
+    let mut programs = X86Programs::new();
     let mut in_section = false;
     for line in doc.lines() {
         if let Some(heading) = line.strip_prefix("## ") {
@@ -211,12 +219,12 @@ pub fn x86_6_1_programs(doc: &str) -> BTreeMap<String, Option<u64>> {
             continue;
         }
         let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-        if let [_, syscalls, _, _, program, insns] = cells[..] {
+        if let [_, mode, _, _, program, insns] = cells[..] {
             if let Ok(insns) = insns.replace(',', "").parse::<u64>() {
-                let exact = programs.entry(program.to_owned()).or_insert(None);
-                if syscalls == "exact" {
-                    *exact = Some(insns);
-                }
+                programs
+                    .entry(program.to_owned())
+                    .or_default()
+                    .insert(mode.to_owned(), insns);
             }
         }
     }
@@ -237,6 +245,7 @@ mod tests {
 
     fn unit(section: &str, programs: &[&str]) -> LoadUnit {
         LoadUnit {
+            mode: "exact",
             section: section.into(),
             programs: programs.iter().map(|p| p.to_string()).collect(),
             object: Vec::new(),
@@ -244,7 +253,7 @@ mod tests {
     }
 
     #[test]
-    fn the_x86_programs_come_from_the_6_1_generic_section_with_their_exact_mode_count() {
+    fn the_x86_programs_come_from_the_6_1_generic_section_with_each_modes_count() {
         let doc = "## 6.1.0-56-amd64\n\n| attach | syscalls | family | load | program | verified insns |\n\
                    |---|---|---|---:|---|---:|\n\
                    | tp-btf | sampled | sched | 2,200 ms | btf_sched_switch | 102,211 |\n\
@@ -253,11 +262,20 @@ mod tests {
                    ## 6.1.0-56-cloud-amd64\n\n\
                    | tp-btf | sampled | sched | 2,616 ms | btf_only_on_cloud | 1 |\n";
         let programs = x86_6_1_programs(doc);
+        let modes = |pairs: &[(&str, u64)]| {
+            pairs
+                .iter()
+                .map(|&(mode, insns)| (mode.to_string(), insns))
+                .collect::<BTreeMap<_, _>>()
+        };
         assert_eq!(
             programs.into_iter().collect::<Vec<_>>(),
             [
-                ("btf_sched_switch".to_string(), Some(92_950)),
-                ("set_ksoftirqd".to_string(), None)
+                (
+                    "btf_sched_switch".to_string(),
+                    modes(&[("exact", 92_950), ("sampled", 102_211)])
+                ),
+                ("set_ksoftirqd".to_string(), modes(&[("off", 12)]))
             ]
         );
     }
@@ -289,10 +307,17 @@ arm64-verify: log 2 -- END PROG LOAD LOG --\n";
         let report = GuestReport::parse(console);
         assert_eq!(report.kernel.as_deref(), Some("6.1.0-56-arm64"));
         assert!(!report.done);
-        let x86 = BTreeMap::from([
-            ("btf_sched_switch".to_string(), Some(92_950)),
-            ("read_kernel_values".to_string(), None),
+        let exact = |insns: u64| BTreeMap::from([("exact".to_string(), insns)]);
+        let x86 = X86Programs::from([
+            ("btf_sched_switch".to_string(), exact(92_950)),
+            ("read_kernel_values".to_string(), exact(125)),
+            (
+                "btf_cpu_sample".to_string(),
+                BTreeMap::from([("sampled".to_string(), 96_287)]),
+            ),
         ]);
+        assert!(x86_loads_some(&units[0], &x86));
+        assert!(!x86_loads_some(&units[3], &x86), "not in exact mode");
         let results = judge(&units, &report, &x86);
         let outcomes: Vec<(&str, Outcome, Option<u64>)> = results
             .iter()
