@@ -24,7 +24,7 @@ mod throttle;
 pub mod throttle_enqueue;
 mod throttle_moved;
 mod victim;
-mod victim_log;
+pub mod victim_log;
 
 use std::fmt;
 use std::time::Duration;

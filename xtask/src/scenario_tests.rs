@@ -37,6 +37,10 @@ pub struct Args {
     /// stalltop's --syscalls mode for every recording.
     #[arg(long, value_name = "MODE", value_enum, default_value_t = SyscallMode::Sampled)]
     pub syscalls: SyscallMode,
+    /// Run the scenarios this many times in a row (e.g. `--only ksoftirqd --repeat 10`: a
+    /// check that passes on average but not every time fails here); every run must pass.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
 }
 
 /// One scenario's recorded run.
@@ -98,7 +102,8 @@ pub fn main(args: &Args) -> Result<()> {
     };
     let mut baseline: Option<Report> = None;
     let mut rows = Vec::new();
-    for &name in plan {
+    let runs = (0..args.repeat).flat_map(|_| plan.iter().copied());
+    for name in runs {
         let row = if name == Name::NoisyNeighbour && baseline.is_none() {
             Row {
                 name,
@@ -266,9 +271,10 @@ fn run_checked(
                     )),
                 }
             }
-            Name::SlowSyscall => match &outcome.injected.slow_syscall {
-                Some(truth) => checks::slow_syscall(report, truth),
-                None => Err("the slow-syscall scenario measured no calls".into()),
+            Name::SlowSyscall => match (&outcome.injected.slow_syscall, &cgroups.victim) {
+                (Some(truth), Some(victim)) => checks::slow_syscall(report, truth)
+                    .and_then(|()| checks::why::check_slow_syscall(report, truth, victim)),
+                _ => Err("the slow-syscall scenario measured no calls or no victim".into()),
             },
             Name::Churn => match (&outcome.injected.churn, &outcome.measured.victim) {
                 (Some(truth), Some(victim)) => {
@@ -299,6 +305,7 @@ fn run_checked(
                         checks::ksoftirqd::summary(report, truth, outcome.cpu as u32)
                     );
                     checks::ksoftirqd::check(report, truth, outcome.cpu as u32)
+                        .and_then(|()| checks::why::check_ksoftirqd(report, truth.hog_comm))
                 }
                 None => Err("the ksoftirqd scenario measured no bursts".into()),
             },
