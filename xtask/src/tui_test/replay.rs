@@ -16,10 +16,10 @@ pub fn drive(stalltop: &Path, workdir: &Path) -> Result<()> {
     let recording = crate::workspace::workspace_root().join("tests/fixtures/noisy.stl");
     let tmux = Tmux::start(workdir, SIZE.0, SIZE.1)?;
     tmux.start_replay(stalltop, &recording, &workdir.join("replay.log"))?;
-    // The 10.7 s recording fits the 30 s zoom: the whole of it, from its start.
+    // The 8.2 s recording fits the 10 s zoom: the whole of it, from its start.
     tmux.wait_for(
         "a timeline over the whole recording",
-        |s| s.contains("+0.000s to +30.000s of the recording"),
+        |s| s.contains("+0.000s to +10.000s of the recording"),
         Deadline::After(KEY_TIMEOUT),
     )?;
     eprintln!("tui-test: replay: the timeline spans the recording at open");
@@ -86,7 +86,7 @@ pub fn drive(stalltop: &Path, workdir: &Path) -> Result<()> {
         Deadline::After(KEY_TIMEOUT),
     )?;
     ensure!(
-        at.lines().next().is_some_and(|l| l.contains("Z of 0:10.7")),
+        at.lines().next().is_some_and(|l| l.contains("Z of 0:08.2")),
         "the header does not give the cursor in UTC:\n{at}"
     );
     tmux.keys(&[":"])?;
