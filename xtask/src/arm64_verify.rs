@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 
 use self::results::{GuestReport, Outcome, ProgramResult};
+use crate::checks::report::SyscallMode;
 use crate::matrix::checks::VERIFIED_INSNS_BUDGET;
 use crate::matrix::initramfs::{self, Content, Entry};
 use crate::matrix::qemu;
@@ -41,10 +42,10 @@ const PENDING_PLACEHOLDER: i64 = -89_136;
 /// like the x86 6.1 guest (run-queue waits from sched_info, no steal source, no task storage):
 /// `exact` is the object's compiled-in knobs; the cheap modes hook no syscalls and start
 /// softirq delays at sampler ticks, and `sampled` follows calls from the ticks.
-const MODES: [(&str, &[(&str, i64)]); 3] = [
-    ("exact", &[]),
+const MODES: [(SyscallMode, &[(&str, i64)]); 3] = [
+    (SyscallMode::Exact, &[]),
     (
-        "sampled",
+        SyscallMode::Sampled,
         &[
             ("syscalls_hooked", 0),
             ("syscalls_sampled", 1),
@@ -53,7 +54,7 @@ const MODES: [(&str, &[(&str, i64)]); 3] = [
         ],
     ),
     (
-        "off",
+        SyscallMode::Off,
         &[
             ("syscalls_hooked", 0),
             ("softirq_delay_ticks", 1),
@@ -179,7 +180,7 @@ pub fn main(args: &Args) -> Result<()> {
             Some(insns) if insns > VERIFIED_INSNS_BUDGET => Some(format!(
                 "{} in {} mode ({})",
                 result.program,
-                result.mode,
+                result.mode.name(),
                 matrix::docs::thousands(insns)
             )),
             _ => None,
@@ -206,7 +207,7 @@ fn units_of_every_mode(object: &[u8], x86: &results::X86Programs) -> Result<Vec<
                 .filter(|unit| results::x86_loads_some(unit, x86)),
         );
     }
-    let every = object::load_units(object, "exact")?;
+    let every = object::load_units(object, SyscallMode::Exact)?;
     let left_out: Vec<&str> = every
         .iter()
         .flat_map(|unit| &unit.programs)
@@ -270,7 +271,7 @@ fn print_table(results: &[ProgramResult], release: &str, knobs: &[String], wall:
             "{:<26} {:<28} {:<8} {:>9} {:>9}  {}",
             result.program,
             result.section,
-            result.mode,
+            result.mode.name(),
             count(result.verified_insns),
             count(result.x86_insns),
             result.outcome.describe()
@@ -285,8 +286,8 @@ fn mode_knobs() -> String {
         .map(|(mode, knobs)| {
             let set: Vec<String> = knobs.iter().map(|(k, v)| format!("{k}={v}")).collect();
             match set.is_empty() {
-                true => format!("{mode}: as compiled"),
-                false => format!("{mode}: {}", set.join(", ")),
+                true => format!("{}: as compiled", mode.name()),
+                false => format!("{}: {}", mode.name(), set.join(", ")),
             }
         })
         .collect::<Vec<_>>()

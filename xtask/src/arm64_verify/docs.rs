@@ -35,7 +35,7 @@ pub fn render(run: &Run, results: &[ProgramResult]) -> String {
                 "Largest program: {} in {} mode, {} verified instructions ({}% of the budget of \
                  {} the kernel matrix holds every program to; over it, arm64-verify fails).\n\n",
                 r.program,
-                r.mode,
+                r.mode.name(),
                 thousands(insns),
                 insns * 100 / VERIFIED_INSNS_BUDGET,
                 thousands(VERIFIED_INSNS_BUDGET)
@@ -80,7 +80,7 @@ pub fn render(run: &Run, results: &[ProgramResult]) -> String {
             "| {} | {} | {} | {} | {} | {} |",
             result.program,
             result.section,
-            result.mode,
+            result.mode.name(),
             result.outcome.describe(),
             count(result.verified_insns),
             count(result.x86_insns),

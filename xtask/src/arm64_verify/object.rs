@@ -13,6 +13,7 @@ use anyhow::{ensure, Context, Result};
 use serde::Deserialize;
 
 use super::elf::{self, Elf};
+use crate::checks::report::SyscallMode;
 use crate::matrix::binaries::cargo_messages;
 
 /// A section flag: it holds instructions (libbpf's programs).
@@ -23,8 +24,8 @@ const OBJECT: &str = "stalltop.aarch64.bpf.o";
 /// One copy of the object: the section it loads and that section's programs, with the knobs
 /// of one syscall mode.
 pub struct LoadUnit {
-    /// The syscall mode whose knobs the copy holds: `exact`, `sampled`, `off`.
-    pub mode: &'static str,
+    /// The syscall mode whose knobs the copy holds.
+    pub mode: SyscallMode,
     /// Its section's name without the `?`: `tp_btf/sched_switch`, `raw_tp`, `perf_event`.
     pub section: String,
     pub programs: Vec<String>,
@@ -61,7 +62,7 @@ pub fn build() -> Result<PathBuf> {
 }
 
 /// A copy of `object` per `?` section, that section loadable, for syscall mode `mode`.
-pub fn load_units(object: &[u8], mode: &'static str) -> Result<Vec<LoadUnit>> {
+pub fn load_units(object: &[u8], mode: SyscallMode) -> Result<Vec<LoadUnit>> {
     let elf = Elf::parse(object)?;
     let symbols = elf.symbols()?;
     let mut units = Vec::new();

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::guest_script::MARK;
 use super::object::LoadUnit;
+use crate::checks::report::SyscallMode;
 
 /// The marked lines of the guest's console.
 #[derive(Debug, Default)]
@@ -100,14 +101,14 @@ impl Outcome {
 
 /// The programs the x86 6.1 generic guest loads: by program, its verified instructions in each
 /// syscall mode it loads in.
-pub type X86Programs = BTreeMap<String, BTreeMap<String, u64>>;
+pub type X86Programs = BTreeMap<String, BTreeMap<SyscallMode, u64>>;
 
 /// One program's result on arm64 in one syscall mode, beside the x86 6.1 guest's.
 #[derive(Debug)]
 pub struct ProgramResult {
     pub program: String,
     pub section: String,
-    pub mode: &'static str,
+    pub mode: SyscallMode,
     pub outcome: Outcome,
     pub verified_insns: Option<u64>,
     /// The instructions the x86 6.1 guest verified for it in the same mode, if it loads there.
@@ -129,8 +130,8 @@ pub fn x86_loads_some(unit: &LoadUnit, x86: &X86Programs) -> bool {
         .any(|program| x86_insns(x86, program, unit.mode).is_some())
 }
 
-fn x86_insns(x86: &X86Programs, program: &str, mode: &str) -> Option<u64> {
-    x86.get(program)?.get(mode).copied()
+fn x86_insns(x86: &X86Programs, program: &str, mode: SyscallMode) -> Option<u64> {
+    x86.get(program)?.get(&mode).copied()
 }
 
 pub fn judge(units: &[LoadUnit], report: &GuestReport, x86: &X86Programs) -> Vec<ProgramResult> {
@@ -220,11 +221,14 @@ pub fn x86_6_1_programs(doc: &str) -> X86Programs {
         }
         let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
         if let [_, mode, _, _, program, insns] = cells[..] {
-            if let Ok(insns) = insns.replace(',', "").parse::<u64>() {
+            if let (Some(mode), Ok(insns)) = (
+                SyscallMode::named(mode),
+                insns.replace(',', "").parse::<u64>(),
+            ) {
                 programs
                     .entry(program.to_owned())
                     .or_default()
-                    .insert(mode.to_owned(), insns);
+                    .insert(mode, insns);
             }
         }
     }
@@ -245,7 +249,7 @@ mod tests {
 
     fn unit(section: &str, programs: &[&str]) -> LoadUnit {
         LoadUnit {
-            mode: "exact",
+            mode: SyscallMode::Exact,
             section: section.into(),
             programs: programs.iter().map(|p| p.to_string()).collect(),
             object: Vec::new(),
@@ -262,20 +266,22 @@ mod tests {
                    ## 6.1.0-56-cloud-amd64\n\n\
                    | tp-btf | sampled | sched | 2,616 ms | btf_only_on_cloud | 1 |\n";
         let programs = x86_6_1_programs(doc);
-        let modes = |pairs: &[(&str, u64)]| {
-            pairs
-                .iter()
-                .map(|&(mode, insns)| (mode.to_string(), insns))
-                .collect::<BTreeMap<_, _>>()
-        };
+        let modes =
+            |pairs: &[(SyscallMode, u64)]| pairs.iter().copied().collect::<BTreeMap<_, _>>();
         assert_eq!(
             programs.into_iter().collect::<Vec<_>>(),
             [
                 (
                     "btf_sched_switch".to_string(),
-                    modes(&[("exact", 92_950), ("sampled", 102_211)])
+                    modes(&[
+                        (SyscallMode::Exact, 92_950),
+                        (SyscallMode::Sampled, 102_211)
+                    ])
                 ),
-                ("set_ksoftirqd".to_string(), modes(&[("off", 12)]))
+                (
+                    "set_ksoftirqd".to_string(),
+                    modes(&[(SyscallMode::Off, 12)])
+                )
             ]
         );
     }
@@ -307,13 +313,13 @@ arm64-verify: log 2 -- END PROG LOAD LOG --\n";
         let report = GuestReport::parse(console);
         assert_eq!(report.kernel.as_deref(), Some("6.1.0-56-arm64"));
         assert!(!report.done);
-        let exact = |insns: u64| BTreeMap::from([("exact".to_string(), insns)]);
+        let exact = |insns: u64| BTreeMap::from([(SyscallMode::Exact, insns)]);
         let x86 = X86Programs::from([
             ("btf_sched_switch".to_string(), exact(92_950)),
             ("read_kernel_values".to_string(), exact(125)),
             (
                 "btf_cpu_sample".to_string(),
-                BTreeMap::from([("sampled".to_string(), 96_287)]),
+                BTreeMap::from([(SyscallMode::Sampled, 96_287)]),
             ),
         ]);
         assert!(x86_loads_some(&units[0], &x86));

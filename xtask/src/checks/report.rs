@@ -59,7 +59,9 @@ pub struct Settings {
 }
 
 /// stalltop's `--syscalls` modes, as `settings.syscalls` names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SyscallMode {
     Sampled,
@@ -74,6 +76,11 @@ impl SyscallMode {
             SyscallMode::Exact => "exact",
             SyscallMode::Off => "off",
         }
+    }
+
+    /// The mode `name` names, as `name()` spells it.
+    pub fn named(name: &str) -> Option<SyscallMode> {
+        <SyscallMode as clap::ValueEnum>::from_str(name, false).ok()
     }
 }
 
@@ -244,11 +251,40 @@ pub struct Why {
 
 #[derive(Debug, Deserialize, Serialize)]
 pub struct WhyCause {
-    pub cause: String,
+    pub cause: WaitCause,
     pub comm: Option<String>,
     pub container: Option<String>,
     pub ns: u64,
     pub percent: f64,
+}
+
+/// What kept a cgroup's task waiting, as the report's JSON names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitCause {
+    Steal,
+    Throttled,
+    Softirq,
+    Idle,
+    Kthread,
+    SameCgroup,
+    OtherCgroup,
+    ShortWaits,
+}
+
+impl WaitCause {
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitCause::Steal => "steal",
+            WaitCause::Throttled => "throttled",
+            WaitCause::Softirq => "softirq",
+            WaitCause::Idle => "idle",
+            WaitCause::Kthread => "kthread",
+            WaitCause::SameCgroup => "same_cgroup",
+            WaitCause::OtherCgroup => "other_cgroup",
+            WaitCause::ShortWaits => "short_waits",
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, Serialize)]

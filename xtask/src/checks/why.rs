@@ -2,7 +2,7 @@
 //! `stalltop report` prints them, and the checks of a cause's share against the scenario's
 //! ground truth.
 
-use super::report::{Report, RunqRow, Why};
+use super::report::{Report, RunqRow, WaitCause, Why};
 use crate::scenario::slow_syscall;
 use crate::scenario::CpuStatDelta;
 
@@ -26,8 +26,8 @@ fn line(row: &RunqRow) -> String {
         .iter()
         .flat_map(|why| &why.causes)
         .map(|c| match &c.comm {
-            Some(comm) => format!("{:.0}% {} {comm}", c.percent, c.cause),
-            None => format!("{:.0}% {}", c.percent, c.cause),
+            Some(comm) => format!("{:.0}% {} {comm}", c.percent, c.cause.name()),
+            None => format!("{:.0}% {}", c.percent, c.cause.name()),
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -44,7 +44,7 @@ fn of(row: &RunqRow) -> Result<&Why, String> {
 }
 
 /// The share (percent) of `cause` in `why`, for holders named `comm` only if given.
-fn share(why: &Why, cause: &str, comm: Option<&str>) -> f64 {
+fn share(why: &Why, cause: WaitCause, comm: Option<&str>) -> f64 {
     why.causes
         .iter()
         .filter(|c| c.cause == cause && comm.is_none_or(|comm| c.comm.as_deref() == Some(comm)))
@@ -67,7 +67,7 @@ pub fn check_noisy(
     let quiet = baseline.runq_row(victim)?;
     let why = of(row)?;
     let truth = 100.0 * row.total_ns.saturating_sub(quiet.total_ns) as f64 / row.total_ns as f64;
-    let hogs = share(why, "other_cgroup", Some(comm));
+    let hogs = share(why, WaitCause::OtherCgroup, Some(comm));
     if (hogs - truth).abs() > POINTS {
         return Err(report.annotate(format!(
             "{victim} waited {} ms ({} ms in the quiet baseline): the {comm} share is {hogs:.1}%, \
@@ -92,7 +92,7 @@ pub fn check_throttle(report: &Report, truth: &CpuStatDelta, waiters: &str) -> R
     let throttled: u64 = why
         .causes
         .iter()
-        .filter(|c| c.cause == "throttled")
+        .filter(|c| c.cause == WaitCause::Throttled)
         .map(|c| c.ns)
         .sum();
     let least = truth.throttled_ns as f64 * (1.0 - POINTS / 100.0);
@@ -119,8 +119,8 @@ const KSOFTIRQD_CAUSE_MIN_PERCENT: f64 = 5.0;
 pub fn check_ksoftirqd(report: &Report, hog_comm: &str) -> Result<(), String> {
     let row = report.runq_row(ROOT)?;
     let why = of(row)?;
-    let softirq = share(why, "softirq", None);
-    let hog = share(why, "other_cgroup", Some(hog_comm));
+    let softirq = share(why, WaitCause::Softirq, None);
+    let hog = share(why, WaitCause::OtherCgroup, Some(hog_comm));
     let fail = |what: String| Err(report.annotate(format!("{ROOT}: {what}: {}", line(row))));
     if softirq + hog < 100.0 - POINTS {
         return fail(format!(
@@ -180,7 +180,7 @@ pub fn check_slow_syscall(
     let culprit: u64 = why
         .causes
         .iter()
-        .filter(|c| c.cause == "other_cgroup" && c.comm.as_deref() == Some(truth.comm))
+        .filter(|c| c.cause == WaitCause::OtherCgroup && c.comm.as_deref() == Some(truth.comm))
         .map(|c| c.ns)
         .sum();
     let least = held - held * POINTS as u64 / 100;

@@ -170,7 +170,7 @@ mod tests {
 
     use super::*;
     use crate::matrix::guest_output::{BEGIN, DONE, END};
-    use crate::matrix::modes::Mode;
+    use crate::matrix::modes::{Mode, SAMPLED, TP_BTF};
 
     const FIXTURE: &str = include_str!("fixtures/report.json");
 
@@ -179,7 +179,7 @@ mod tests {
             // tp-btf/exact and tp-btf/off.
             modes: Mode::all()
                 .into_iter()
-                .filter(|m| m.attach.flag == "tp-btf" && m.syscalls.name != "sampled")
+                .filter(|m| m.attach == TP_BTF && m.syscalls != SAMPLED)
                 .collect(),
             record: Duration::from_secs(3),
             probe_tests_limit: Duration::from_secs(420),

@@ -10,16 +10,15 @@ pub struct AttachMode {
     pub reported: &'static str,
 }
 
-pub const ATTACH_MODES: &[AttachMode] = &[
-    AttachMode {
-        flag: "tp-btf",
-        reported: "tp_btf",
-    },
-    AttachMode {
-        flag: "raw-tp",
-        reported: "raw_tp",
-    },
-];
+pub const TP_BTF: AttachMode = AttachMode {
+    flag: "tp-btf",
+    reported: "tp_btf",
+};
+pub const RAW_TP: AttachMode = AttachMode {
+    flag: "raw-tp",
+    reported: "raw_tp",
+};
+pub const ATTACH_MODES: &[AttachMode] = &[TP_BTF, RAW_TP];
 
 /// What stalltop does with syscalls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,29 +36,28 @@ pub struct SyscallMode {
     pub softirq_delay_by_ticks: bool,
 }
 
-pub const SYSCALL_MODES: &[SyscallMode] = &[
-    SyscallMode {
-        name: "sampled",
-        args: &["--syscalls", "sampled"],
-        watches_syscalls: true,
-        percentiles: false,
-        softirq_delay_by_ticks: true,
-    },
-    SyscallMode {
-        name: "exact",
-        args: &["--syscalls", "exact"],
-        watches_syscalls: true,
-        percentiles: true,
-        softirq_delay_by_ticks: false,
-    },
-    SyscallMode {
-        name: "off",
-        args: &["--syscalls", "off"],
-        watches_syscalls: false,
-        percentiles: false,
-        softirq_delay_by_ticks: true,
-    },
-];
+pub const SAMPLED: SyscallMode = SyscallMode {
+    name: "sampled",
+    args: &["--syscalls", "sampled"],
+    watches_syscalls: true,
+    percentiles: false,
+    softirq_delay_by_ticks: true,
+};
+pub const EXACT: SyscallMode = SyscallMode {
+    name: "exact",
+    args: &["--syscalls", "exact"],
+    watches_syscalls: true,
+    percentiles: true,
+    softirq_delay_by_ticks: false,
+};
+pub const OFF: SyscallMode = SyscallMode {
+    name: "off",
+    args: &["--syscalls", "off"],
+    watches_syscalls: false,
+    percentiles: false,
+    softirq_delay_by_ticks: true,
+};
+pub const SYSCALL_MODES: &[SyscallMode] = &[SAMPLED, EXACT, OFF];
 
 /// One recording of the matrix: an attach mode with a syscall mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
