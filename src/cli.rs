@@ -87,6 +87,7 @@ const SERVE_EXAMPLES: &str = "Examples:
                                                              ... and keep 2 minutes before each stall of 50ms+
   curl -s localhost:9750/metrics | grep stalltop_stalls      what Prometheus scrapes
   curl -s localhost:9750/stalls                              the recent stalls, as JSON
+  curl -s localhost:9750/why                                 why containers waited, the last minute
   curl -s -X POST localhost:9750/dump                        write a flight recording now (also: kill -USR1)
   stalltop report /var/lib/stalltop/flight/node-7-20261125T120000.123Z.stl
 SIGTERM or Ctrl-C detaches the probes and exits 0.";

@@ -13,15 +13,18 @@ use crate::failure::Failure;
 use crate::fleet::families::FlightCounts;
 use crate::fleet::flight::Plan;
 use crate::fleet::flight_dir::FlightDir;
-use crate::fleet::http::{self, Published, Shared};
+use crate::fleet::http::{self, Ask, Channels, Published, Question, Shared};
 use crate::fleet::node::{Node, Settings};
 use crate::host;
 use crate::modes::Step;
 use crate::source::{self, LiveSource};
 use crate::stream::{Entry, GuardState, KernelSnapshot};
 
-/// How often metrics and `/stalls` are refreshed and dumps come due.
+/// How often metrics are refreshed and dumps come due.
 const TICK: Duration = Duration::from_secs(1);
+/// Questions of HTTP clients waiting for the loop; more wait in their
+/// connection (bounded there).
+const MAX_WAITING_ASKS: usize = 8;
 
 pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure> {
     let (config, hierarchy) = source::probe_config(probe_args, SERVE_CPU_BUDGET)?;
@@ -54,8 +57,13 @@ pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure
         flight: flight_dir.is_some(),
         ..Published::default()
     }));
-    let (dump_tx, mut dump_rx) = mpsc::channel(1);
-    let server = tokio::spawn(http::serve(listener, Arc::clone(&shared), dump_tx));
+    let (dumps, mut dump_rx) = mpsc::channel(1);
+    let (asks, mut ask_rx) = mpsc::channel(MAX_WAITING_ASKS);
+    let server = tokio::spawn(http::serve(
+        listener,
+        Arc::clone(&shared),
+        Channels { dumps, asks },
+    ));
     eprintln!(
         "stalltop: serving http://{}/metrics ({} probes){}{}",
         args.listen,
@@ -97,6 +105,7 @@ pub async fn run(args: &ServeArgs, probe_args: &ProbeArgs) -> Result<(), Failure
                 }
                 publish(&node, &shared, flight);
             }
+            Some(ask) = ask_rx.recv() => answer(&node, ask),
             _ = dump_rx.recv() => { node.trigger_now(host::monotonic_ns()); }
             _ = user1.recv() => {
                 if !node.trigger_now(host::monotonic_ns()) {
@@ -175,10 +184,15 @@ fn write_dump(node: &Node, plan: &Plan, dir: Option<&FlightDir>, counts: &mut Fl
 fn publish(node: &Node, shared: &Shared, flight: FlightCounts) {
     let probe_cpu_ns = host::process_cpu_ns() + node.bpf_run_time_ns();
     let families = node.families(probe_cpu_ns as f64 / 1e9, flight);
-    let stalls = node.recent_stalls_json();
-    let why = node.why_json();
-    let mut published = shared.lock().unwrap_or_else(|e| e.into_inner());
-    published.families = families;
-    published.stalls = stalls;
-    published.why = why;
+    shared.lock().unwrap_or_else(|e| e.into_inner()).families = families;
+}
+
+/// `/stalls` and `/why`, computed when a client asks.
+fn answer(node: &Node, ask: Ask) {
+    let json = match ask.question {
+        Question::Stalls => node.recent_stalls_json(),
+        Question::Why => node.why_json(),
+    };
+    // A client that went away meanwhile needs no answer.
+    let _ = ask.answer.send(json);
 }

@@ -1,7 +1,9 @@
-//! `serve`'s HTTP endpoints: `/metrics`, `/healthz`, `/stalls`, and
+//! `serve`'s HTTP endpoints: `/metrics`, `/healthz`, `/stalls`, `/why` and
 //! `POST /dump`. Every connection is bounded (how many at once, how long
 //! its headers may take, how long it may live, one request each), so a
 //! client that never reads or sends garbage costs one slot for seconds.
+//! `/stalls` and `/why` are asked of the serve loop when a client wants
+//! them: a node nobody asks spends nothing on them.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -13,7 +15,7 @@ use hyper::header::{ACCEPT, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use super::exposition::{self, Format};
 use super::families::Family;
@@ -24,24 +26,45 @@ const MAX_CONNECTIONS: usize = 32;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a connection may live, answer included.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long an answer of the serve loop may take before the client is told
+/// to come back.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the endpoints show; the serve loop refreshes it.
 #[derive(Default)]
 pub struct Published {
     pub families: Vec<Family>,
-    /// The recent stalls, as JSON.
-    pub stalls: String,
-    /// The containers' waits by cause over the last minute, as JSON.
-    pub why: String,
     /// Whether a flight directory takes `POST /dump`.
     pub flight: bool,
 }
 
 pub type Shared = Arc<Mutex<Published>>;
 
-/// Serves until the task is dropped. `dumps` receives one message per
-/// `POST /dump`.
-pub async fn serve(listener: TcpListener, shared: Shared, dumps: mpsc::Sender<()>) {
+/// What a client asked the serve loop for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Question {
+    /// The recent stalls, as JSON.
+    Stalls,
+    /// The containers' waits by cause over the last minute, as JSON.
+    Why,
+}
+
+/// A question and where its answer goes.
+pub struct Ask {
+    pub question: Question,
+    pub answer: oneshot::Sender<String>,
+}
+
+/// Where the endpoints send what they cannot answer themselves.
+#[derive(Clone)]
+pub struct Channels {
+    /// One message per `POST /dump`.
+    pub dumps: mpsc::Sender<()>,
+    pub asks: mpsc::Sender<Ask>,
+}
+
+/// Serves until the task is dropped.
+pub async fn serve(listener: TcpListener, shared: Shared, channels: Channels) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -53,11 +76,12 @@ pub async fn serve(listener: TcpListener, shared: Shared, dumps: mpsc::Sender<()
             continue; // dropping the stream closes it
         };
         let shared = Arc::clone(&shared);
-        let dumps = dumps.clone();
+        let channels = channels.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
-                let response = respond(&req, &shared, &dumps);
-                async move { Ok::<_, Infallible>(response) }
+                let shared = Arc::clone(&shared);
+                let channels = channels.clone();
+                async move { Ok::<_, Infallible>(respond(&req, &shared, &channels).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -70,11 +94,16 @@ pub async fn serve(listener: TcpListener, shared: Shared, dumps: mpsc::Sender<()
     }
 }
 
-fn respond(
+async fn respond(
     req: &Request<Incoming>,
     shared: &Shared,
-    dumps: &mpsc::Sender<()>,
+    channels: &Channels,
 ) -> Response<Full<Bytes>> {
+    match (req.method(), req.uri().path()) {
+        (&Method::GET, "/stalls") => return ask(&channels.asks, Question::Stalls).await,
+        (&Method::GET, "/why") => return ask(&channels.asks, Question::Why).await,
+        _ => {}
+    }
     let published = shared.lock().unwrap_or_else(|e| e.into_inner());
     match (req.method(), req.uri().path()) {
         (&Method::GET, "/metrics") => {
@@ -84,9 +113,7 @@ fn respond(
             reply(StatusCode::OK, format.content_type(), body)
         }
         (&Method::GET, "/healthz") => reply(StatusCode::OK, TEXT, "ok\n".into()),
-        (&Method::GET, "/stalls") => reply(StatusCode::OK, JSON, published.stalls.clone()),
-        (&Method::GET, "/why") => reply(StatusCode::OK, JSON, published.why.clone()),
-        (&Method::POST, "/dump") if published.flight => match dumps.try_send(()) {
+        (&Method::POST, "/dump") if published.flight => match channels.dumps.try_send(()) {
             Ok(()) => reply(StatusCode::ACCEPTED, TEXT, "dump planned\n".into()),
             Err(_) => reply(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -102,12 +129,31 @@ fn respond(
         (_, "/metrics" | "/healthz" | "/stalls" | "/why" | "/dump") => reply(
             StatusCode::METHOD_NOT_ALLOWED,
             TEXT,
-            "GET /metrics, /healthz, /stalls; POST /dump\n".into(),
+            "GET /metrics, /healthz, /stalls, /why; POST /dump\n".into(),
         ),
         _ => reply(
             StatusCode::NOT_FOUND,
             TEXT,
-            "stalltop serves /metrics, /healthz, /stalls and POST /dump\n".into(),
+            "stalltop serves /metrics, /healthz, /stalls, /why and POST /dump\n".into(),
+        ),
+    }
+}
+
+/// The serve loop's answer to `question`, as JSON; 503 when it cannot
+/// answer in time (it is stopping, or busy past `ANSWER_TIMEOUT`).
+async fn ask(asks: &mpsc::Sender<Ask>, question: Question) -> Response<Full<Bytes>> {
+    let (answer, answered) = oneshot::channel();
+    let asked = asks.send(Ask { question, answer });
+    let answer = tokio::time::timeout(ANSWER_TIMEOUT, async {
+        asked.await.ok()?;
+        answered.await.ok()
+    });
+    match answer.await {
+        Ok(Some(json)) => reply(StatusCode::OK, JSON, json),
+        _ => reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            "stalltop is stopping or busy: ask again\n".into(),
         ),
     }
 }
@@ -131,18 +177,35 @@ mod tests {
 
     use super::*;
 
-    async fn start(flight: bool) -> (std::net::SocketAddr, mpsc::Receiver<()>) {
+    /// A server, and the dumps and questions it sends to the serve loop.
+    async fn serving(
+        flight: bool,
+    ) -> (
+        std::net::SocketAddr,
+        mpsc::Receiver<()>,
+        mpsc::Receiver<Ask>,
+    ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Mutex::new(Published {
-            stalls: "[]".into(),
-            why: "{\"runq\":[]}".into(),
             flight,
             ..Published::default()
         }));
-        let (tx, rx) = mpsc::channel(1);
-        tokio::spawn(serve(listener, shared, tx));
-        (addr, rx)
+        let (dumps, dumps_rx) = mpsc::channel(1);
+        let (asks, asks_rx) = mpsc::channel(4);
+        tokio::spawn(serve(listener, shared, Channels { dumps, asks }));
+        (addr, dumps_rx, asks_rx)
+    }
+
+    /// A server with a serve loop that answers each question by its name.
+    async fn start(flight: bool) -> (std::net::SocketAddr, mpsc::Receiver<()>) {
+        let (addr, dumps, mut asks) = serving(flight).await;
+        tokio::spawn(async move {
+            while let Some(ask) = asks.recv().await {
+                let _ = ask.answer.send(format!("\"{:?}\"", ask.question));
+            }
+        });
+        (addr, dumps)
     }
 
     /// One request on a fresh connection; the whole answer (empty if the
@@ -174,8 +237,16 @@ mod tests {
             health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
             "{health}"
         );
-        assert!(get(addr, "/stalls").await.ends_with("[]"));
-        assert!(get(addr, "/why").await.ends_with("{\"runq\":[]}"));
+        let stalls = get(addr, "/stalls").await;
+        assert!(
+            stalls.starts_with("HTTP/1.1 200") && stalls.ends_with("\"Stalls\""),
+            "{stalls}"
+        );
+        let why = get(addr, "/why").await;
+        assert!(
+            why.contains("application/json") && why.ends_with("\"Why\""),
+            "{why}"
+        );
         assert!(get(addr, "/metrics")
             .await
             .contains("text/plain; version=0.0.4"));
@@ -184,6 +255,27 @@ mod tests {
         assert!(post.starts_with("HTTP/1.1 405"), "{post}");
         let dump = send(addr, b"POST /dump HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(dump.starts_with("HTTP/1.1 409"), "no flight dir: {dump}");
+    }
+
+    #[tokio::test]
+    async fn a_question_is_asked_only_when_a_client_asks_it() {
+        let (addr, _dumps, mut asks) = serving(false).await;
+        get(addr, "/metrics").await;
+        get(addr, "/healthz").await;
+        assert!(asks.try_recv().is_err(), "nothing asked for /metrics");
+        let client = tokio::spawn(async move { get(addr, "/why").await });
+        let ask = asks.recv().await.expect("/why asks the serve loop");
+        assert_eq!(ask.question, Question::Why);
+        ask.answer.send("{\"runq\":[]}".into()).unwrap();
+        assert!(client.await.unwrap().ends_with("{\"runq\":[]}"));
+    }
+
+    #[tokio::test]
+    async fn a_serve_loop_that_is_gone_gets_a_503() {
+        let (addr, _dumps, asks) = serving(false).await;
+        drop(asks);
+        let stalls = get(addr, "/stalls").await;
+        assert!(stalls.starts_with("HTTP/1.1 503"), "{stalls}");
     }
 
     #[tokio::test]
