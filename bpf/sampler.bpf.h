@@ -25,17 +25,18 @@ volatile __u8 stacks_off = 0;
 /* Keep stacks once something has waited (or a call run) this long. */
 const volatile __u64 sample_after_ns = 1000 * 1000;
 
-/* Stacks kept per wait behind one holder's stretch on the CPU. */
+/* Stacks kept per stretch of one holder on the CPU while tasks wait. */
 #define RUNQ_SAMPLES_MAX 4
 
 /* Whether this tick keeps the running task's stacks for a task waiting on
  * this CPU's run queue behind it. One read per tick: the run queue's
- * nr_running, the running task included. A wait is seen from the first
- * tick that finds a waiter while the same task runs (a lower bound: it
- * may have waited before); a switch starts another. Stacks are kept once
- * it is sample_after_ns old, at its 2nd, 4th, 8th... tick, at most
- * RUNQ_SAMPLES_MAX: a long wait is seen throughout, two tasks taking
- * turns do not flood. */
+ * nr_running, the running task included. Waiting is seen from the first
+ * tick that finds a waiter (a lower bound: it may have waited before)
+ * until a tick finds none, whoever runs meanwhile. Once it is
+ * sample_after_ns old, each holder's stretch on the CPU keeps its stacks
+ * at its first tick, then at its 4th, 8th and 16th: every holder of a
+ * long wait is seen, even one of tasks taking turns of a tick or two (a
+ * waiter's culprit), and one long stretch keeps at most RUNQ_SAMPLES_MAX. */
 static __always_inline bool runq_sample_due(bool btf, struct cpu_state *cs, __u32 tid, __u64 now)
 {
 	__u64 rq = tid ? this_rq_addr(btf, cs) : 0;
@@ -43,18 +44,20 @@ static __always_inline bool runq_sample_due(bool btf, struct cpu_state *cs, __u3
 
 	if (!rq || BPF_CORE_READ((struct rq *)rq, nr_running) < 2) {
 		cs->runq_waiter_seen = 0;
+		cs->runq_holder_since = 0; /* the next waiter's holder starts anew */
 		return false;
 	}
-	if (!cs->runq_waiter_seen || cs->runq_holder_since != cs->current_since) {
+	if (!cs->runq_waiter_seen)
 		cs->runq_waiter_seen = now;
+	if (cs->runq_holder_since != cs->current_since) {
 		cs->runq_holder_since = cs->current_since;
-		cs->runq_ticks = 1;
+		cs->runq_ticks = 0;
 		cs->runq_samples = 0;
-		return false;
 	}
 	ticks = ++cs->runq_ticks;
-	if (now - cs->runq_waiter_seen < sample_after_ns || cs->runq_samples >= RUNQ_SAMPLES_MAX ||
-	    (ticks & (ticks - 1)))
+	if (now - cs->runq_waiter_seen < sample_after_ns || cs->runq_samples >= RUNQ_SAMPLES_MAX)
+		return false;
+	if (cs->runq_samples && (ticks < 4 || (ticks & (ticks - 1))))
 		return false;
 	cs->runq_samples++;
 	return true;

@@ -517,10 +517,10 @@ struct cpu_state {
 	struct sampled_call sampled[SAMPLED_CALLS];
 	struct probe_cost cost[PROBE_MAX];
 	struct wait_throttle wait_throttle;
-	/* A wait behind the running task (bpf/sampler.bpf.h): the tick that
-	 * first saw a task waiting on this run queue (0: none waits), while
-	 * the running task was the one switched in at runq_holder_since; the
-	 * ticks since, and the stacks they kept. */
+	/* Waits on this run queue (bpf/sampler.bpf.h): the tick that first
+	 * saw a task waiting (0: none waits since the last tick); the running
+	 * task's stretch, switched in at runq_holder_since; its ticks while a
+	 * task waited, and the stacks they kept. */
 	__u64 runq_waiter_seen;
 	__u64 runq_holder_since;
 	__u32 runq_ticks;

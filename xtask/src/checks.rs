@@ -1,7 +1,8 @@
 //! Pure checks of a stalltop report (`stalltop report --json`) against a scenario's ground truth;
 //! each returns a message that states the tolerance and quotes the relevant part of the report.
 //! `report` is the JSON contract, `contamination` decides which runs can be judged at all, and
-//! each other module is one scenario's check (`irqoff`: the gaps a quiet run must not have).
+//! each other module is one scenario's check (`irqoff`: the gaps a quiet run must not have;
+//! `stacks`: every scenario's stalls' culprits have their stacks).
 
 pub mod churn;
 pub mod contamination;
@@ -16,6 +17,7 @@ pub mod quiet;
 pub mod report;
 pub mod slow_syscall;
 pub mod slow_syscall_sampled;
+pub mod stacks;
 pub mod throttle;
 pub mod throttle_edges;
 pub mod why;

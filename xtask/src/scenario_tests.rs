@@ -310,6 +310,8 @@ fn run_checked(
                 None => Err("the ksoftirqd scenario measured no bursts".into()),
             },
         };
+        // Whatever the scenario, a long stall's culprit comes with its stack.
+        let result = result.and_then(|()| checks::stacks::check(report));
         if name == Name::Quiet {
             *baseline = Some(recorded.report);
         }

@@ -160,6 +160,9 @@ pub struct Culprit {
     pub oncpu_ns: Option<u64>,
     pub wall_ns: Option<u64>,
     pub stack: Vec<String>,
+    pub user_stack: Vec<String>,
+    /// The sampler's ticks that caught it during the stall.
+    pub samples: u64,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
