@@ -103,26 +103,18 @@ static __always_inline bool asleep_in_queue(bool btf, struct task_struct *p)
 	return FIELD(btf, se, sched_delayed);
 }
 
-/* `p` (thread `tid`) is being woken and is queued already: when its
- * sched_info stamp predates this wakeup (set when it was moved while
- * asleep in the queue, which sched_info counts as waiting), its mark
- * keeps the wakeup's time, from which its wait really runs. Kernels
- * without delayed dequeue never queue a sleeping task. */
+/* `p` (thread `tid`) is being woken: its mark keeps the wakeup's time, the
+ * earliest its wait can begin. With delayed dequeue sched_info can count
+ * the sleep before it as waiting, two ways: a task moved while asleep in
+ * the queue keeps the stamp of that move (counted at its switch-in), and
+ * one woken to a busy CPU is first dequeued as a sleeper, which adds the
+ * time since such a stamp to run_delay at once (and the wakeup stamps
+ * anew). Kernels without delayed dequeue never queue a sleeping task. */
 static __always_inline void run_mark_wakeup(bool btf, struct task_struct *p, __u32 tid)
 {
 	struct run_mark *m;
-	struct cfs_rq *cfs_rq;
-	struct rq *rq;
-	__u64 queued;
 
 	if (runq_from_wakeup || !kernel_delays_dequeue())
-		return;
-	queued = FIELD(btf, p, sched_info.last_queued);
-	cfs_rq = queued ? task_cfs_rq(btf, p) : NULL;
-	rq = cfs_rq ? FIELD(btf, cfs_rq, rq) : NULL;
-	/* The enqueue of this wakeup stamps the run queue's clock, unless an
-	 * earlier stamp is there. */
-	if (!rq || queued == FIELD(btf, rq, clock))
 		return;
 	m = run_mark_of(tid);
 	if (!m)

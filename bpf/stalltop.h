@@ -530,13 +530,13 @@ struct cpu_state {
 /* A thread's mark (map `run_marks`, indexed by thread id modulo
  * RUN_MARKS; internal to BPF): its sched_info run_delay as of its latest
  * switch-in, whether a wait it began on another CPU is carried for it in
- * `carried_waits`, and when it was woken if its sched_info stamp is older
- * than that wakeup (it was moved while asleep: see sched.bpf.h). */
+ * `carried_waits`, and when it was woken, where sched_info may count the
+ * sleep before as waiting (delayed dequeue: see migration.bpf.h). */
 struct run_mark {
 	__u32 tid;
 	__u32 carried;
 	__u64 run_delay;
-	__u64 woken_at; /* bpf_ktime_get_ns(); 0: the stamp is the wakeup's */
+	__u64 woken_at; /* bpf_ktime_get_ns(); 0: not woken since it ran */
 };
 
 #define RUN_MARKS 32768
