@@ -81,8 +81,16 @@ pub(super) fn without_sched_info(config: ProbeConfig) -> ProbeConfig {
 /// The cgroup id the probes attribute this process to.
 pub(super) fn own_cgroup_id(config: &ProbeConfig) -> u64 {
     use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(cgroup_dir_of("self", config))
+        .unwrap()
+        .ino()
+}
+
+/// The directory of process `pid`'s cgroup (`self`: this one) in the attributed hierarchy,
+/// from /proc/<pid>/cgroup: the cpu controller's under v1, the unified one under v2.
+pub(super) fn cgroup_dir_of(pid: &str, config: &ProbeConfig) -> std::path::PathBuf {
     let hierarchy = crate::cgroup::Hierarchy::detect().unwrap();
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     let path = cgroups
         .lines()
         .find_map(|l| {
@@ -95,9 +103,8 @@ pub(super) fn own_cgroup_id(config: &ProbeConfig) -> u64 {
             };
             wanted.then(|| path.to_string())
         })
-        .expect("this process's cgroup");
-    let dir = hierarchy.root().join(path.trim_start_matches('/'));
-    std::fs::metadata(dir).unwrap().ino()
+        .unwrap_or_else(|| panic!("the cgroup of process {pid}"));
+    hierarchy.root().join(path.trim_start_matches('/'))
 }
 
 /// A thread named `name`, pinned to CPU, busy for `spin`.
@@ -410,7 +417,7 @@ impl ScratchCgroup {
         std::fs::metadata(&self.dir).unwrap().ino()
     }
 
-    /// Fork a child that joins this cgroup, pins itself to `cpu`, runs
+    /// Fork a child that pins itself to `cpu`, joins this cgroup, runs
     /// `work` and exits; true if it got there and exited 0.
     fn run_child_on_cpu(&self, cpu: usize, work: fn()) -> bool {
         self.run_child_on_cpu_switching(cpu, work, || ()).is_some()
@@ -420,7 +427,7 @@ impl ScratchCgroup {
     /// out while it ran `work`: voluntarily (it slept) and involuntarily (it
     /// was preempted), and what `before_exit` returned, called once the work
     /// is done and before the child exits. Not counted: its switches while it
-    /// joined the cgroup and moved to `cpu`, which can block (for an RCU grace
+    /// moved to `cpu` and joined the cgroup, which can block (for an RCU grace
     /// period, or on a lock, more often where spinlocks sleep as on
     /// PREEMPT_RT), and those of its exit (on PREEMPT_RT it can block on
     /// sleeping locks several times): `before_exit` sees neither.
@@ -467,7 +474,7 @@ impl ScratchCgroup {
         ))
     }
 
-    /// Fork a child that joins this cgroup, pins itself to `cpu`, runs `work` and exits;
+    /// Fork a child that pins itself to `cpu`, joins this cgroup, runs `work` and exits;
     /// its pid (`reap` it), or None if fork failed.
     fn fork_child_on_cpu(&self, cpu: usize, work: fn()) -> Option<libc::pid_t> {
         self.fork_child_reporting(cpu, work, None)
@@ -488,12 +495,14 @@ impl ScratchCgroup {
         unsafe {
             match libc::fork() {
                 0 => {
-                    let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                    // "0" moves the writer itself.
-                    let joined = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                    // Pinned first: the cgroup runs nowhere else (its runtime on a CPU it
+                    // passed through would stay there).
                     let mut set: libc::cpu_set_t = std::mem::zeroed();
                     libc::CPU_SET(cpu, &mut set);
                     let pinned = libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0;
+                    let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                    // "0" moves the writer itself.
+                    let joined = fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
                     if joined && pinned {
                         let before = own_switches();
                         work();
