@@ -16,15 +16,16 @@ pub const LOAD_CGROUP: &str = "/kernel-matrix-load";
 /// The probe tests that run in guests (libtest filters, space-separated): what the kernel
 /// offers (BTF places, features) and the start-up check of them, loading and refusals, the
 /// scheduler's waits, holders and throttles, hooked syscalls, a throttled wait moved between
-/// CPUs and a sleeper moved while asleep (tp_btf; raw_tp runs the same judgements; the latter
-/// matters from 6.12, where delayed dequeue keeps a sleeper queued). Not the throttle at
-/// enqueue: under emulation a cgroup move takes longer than its rounds allow (its sleeper
-/// joined its group in time in 1 or 2 rounds of 5). The other probe modules need the host (a
-/// block device for hardirqs, KVM steal) or take longer under TCG than a guest's limit
-/// allows.
+/// CPUs, a task woken into a spent quota (throttled at that enqueue before 6.18: the guests'
+/// kernels are where it happens) and a sleeper moved while asleep (tp_btf; raw_tp runs the
+/// same judgements; the latter matters from 6.12, where delayed dequeue keeps a sleeper
+/// queued). The other probe modules need the host (a block device for hardirqs, KVM steal)
+/// or take longer under TCG than a guest's limit allows. They run one at a time, and their
+/// section has what the passing ones printed too (the enqueue test's measures).
 pub const PROBE_TEST_FILTER: &str = "probe::features:: probe::tests::fallback:: \
      probe::tests::sched:: probe::tests::selfcheck:: probe::tests::syscall_hooks:: \
      probe::tests::throttles::tp_btf_a_throttled_wait_moved \
+     probe::tests::throttles::tp_btf_a_task_woken_into_a_spent_quota \
      probe::tests::sleepers::tp_btf_a_sleeper_moved_while_asleep";
 /// How often the guest says on its console that it runs (the host kills a guest that stays
 /// silent much longer: `qemu::Guest::silence_limit`).
@@ -173,7 +174,7 @@ record() {{
 uname -r | section kernel 0
 dd if=/dev/zero of=/tmp/load-file bs=4096 count=1024 2> /dev/null
 
-timeout -s KILL {probe_tests_limit} {probe_tests} {probe_filter} --test-threads=1 > /tmp/tests.out 2> /tmp/tests.err
+timeout -s KILL {probe_tests_limit} {probe_tests} {probe_filter} --test-threads=1 --show-output > /tmp/tests.out 2> /tmp/tests.err
 status=$?
 section probe-tests $status < /tmp/tests.out
 tail -n {stderr_lines} /tmp/tests.err | section probe-tests-stderr $status
@@ -238,7 +239,8 @@ mod tests {
     fn the_script_runs_the_probe_tests_one_at_a_time_and_stops_each_recording_after_the_load_ran() {
         let script = init_script(&plan());
         assert!(script.contains(&format!(
-            "timeout -s KILL 600 /usr/libexec/stalltop-tests {PROBE_TEST_FILTER} --test-threads=1"
+            "timeout -s KILL 600 /usr/libexec/stalltop-tests {PROBE_TEST_FILTER} --test-threads=1 \
+             --show-output"
         )));
         // The previous mode's stderr is gone before the next record starts in the background.
         assert!(script.contains(
