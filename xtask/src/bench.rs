@@ -7,8 +7,12 @@
 //! and syscount -L. Slowdowns are paired by round against nothing
 //! attached. Each attached variant runs its workload twice: timed with BPF
 //! run-time statistics off (they add a clock pair to every invocation),
-//! then with them on for each program's ns per invocation.
+//! then with them on for each program's ns per invocation. The cost guard
+//! section (bench/guard.rs) holds the heaviest workload for a while under
+//! `stalltop serve --syscalls exact` with and without a CPU budget.
 
+mod guard;
+mod guard_report;
 mod probe_stats;
 mod report;
 mod stats;
@@ -53,6 +57,17 @@ pub struct Args {
     /// the references when --references names them).
     #[arg(long = "variant", value_name = "NAME")]
     variants: Vec<Variant>,
+    /// The cost guard section: in each round, sched messaging back to back for this long
+    /// under nothing attached, `stalltop serve --syscalls exact --max-cpu off` and the same
+    /// with --guard-max-cpu; 0 skips it. At least 30 (three steps and a window after them).
+    #[arg(long, default_value_t = 40, value_name = "SECONDS")]
+    guard_seconds: u64,
+    /// The cost guard section's budget, in percent of the node (serve's default: 2).
+    #[arg(long, default_value_t = 2.0, value_name = "PERCENT")]
+    guard_max_cpu: f64,
+    /// Only the cost guard section: no variants, no idle measurement.
+    #[arg(long)]
+    guard_only: bool,
 }
 
 pub fn main(args: &Args) -> Result<()> {
@@ -87,6 +102,12 @@ pub fn main(args: &Args) -> Result<()> {
             );
         }
     }
+    if args.guard_seconds != 0 && args.guard_seconds < 30 {
+        bail!("--guard-seconds must be 0 or at least 30");
+    }
+    if args.guard_only && args.guard_seconds == 0 {
+        bail!("--guard-only with --guard-seconds 0 measures nothing");
+    }
     let variants: Vec<Variant> = VARIANTS
         .into_iter()
         .filter(|v| !v.is_reference() || binaries.references.is_some())
@@ -94,25 +115,50 @@ pub fn main(args: &Args) -> Result<()> {
         .collect();
     let workloads: Vec<Workload> = WORKLOADS
         .into_iter()
-        .filter(|w| args.workloads.is_empty() || args.workloads.contains(w))
+        .filter(|w| !args.guard_only && (args.workloads.is_empty() || args.workloads.contains(w)))
         .collect();
-    let scratch = std::env::temp_dir().join(format!("stalltop-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    let recording = scratch.join("bench.stl");
-    let measured = measure_all(args, &binaries, &workloads, &variants, &recording);
-    let _ = std::fs::remove_dir_all(&scratch);
-    let (runs, idle) = measured?;
-    let report = report::render(&Results {
+    let (runs, idle) = if args.guard_only {
+        (Runs::new(), None)
+    } else {
+        let scratch = std::env::temp_dir().join(format!("stalltop-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch)?;
+        let recording = scratch.join("bench.stl");
+        let measured = measure_all(args, &binaries, &workloads, &variants, &recording);
+        let _ = std::fs::remove_dir_all(&scratch);
+        measured?
+    };
+    let cpus = thread::available_parallelism()?.get();
+    let guard = (args.guard_seconds > 0)
+        .then(|| {
+            guard::measure(
+                &binaries.stalltop,
+                args.rounds,
+                args.guard_seconds,
+                args.guard_max_cpu,
+                cpus,
+            )
+        })
+        .transpose()?;
+    let results = Results {
         rounds: args.rounds,
         machine: machine()?,
         workloads,
         variants,
         runs,
         idle,
-    });
+        guard,
+    };
+    let report = report::render(&results);
     print!("{report}");
     if let Some(out) = &args.out {
         std::fs::write(out, &report).with_context(|| format!("writing {}", out.display()))?;
+    }
+    if results
+        .guard
+        .as_ref()
+        .is_some_and(|g| !guard_report::passed(g))
+    {
+        bail!("the cost guard did not hold its budget (the report says where)");
     }
     Ok(())
 }

@@ -14,7 +14,7 @@
 mod dashboard;
 mod prometheus;
 mod series;
-mod web;
+pub mod web;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use super::guard_report::{self, GuardResults};
 use super::probe_stats::ProgramCost;
 use super::stats::{paired_ratios, spread, Spread};
 use super::tool::Variant;
@@ -41,6 +42,8 @@ pub struct Results {
     /// Per workload and variant, one run per round, in round order.
     pub runs: BTreeMap<(Workload, Variant), Vec<Run>>,
     pub idle: Option<IdleCpu>,
+    /// The cost guard section, when it ran.
+    pub guard: Option<GuardResults>,
 }
 
 impl Results {
@@ -109,17 +112,29 @@ fn table_head(out: &mut String, first: &[&str], variants: &[Variant]) {
 
 pub fn render(results: &Results) -> String {
     let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## `cargo xtask bench`: {} interleaved rounds on {}\n",
+        results.rounds, results.machine
+    );
+    if !results.workloads.is_empty() {
+        render_variants(&mut out, results);
+    }
+    if let Some(guard) = &results.guard {
+        guard_report::render(&mut out, guard);
+    }
+    out
+}
+
+/// The variants' tables: slowdowns, the tools' own CPU, lost events, idle
+/// CPU, and each workload's programs.
+fn render_variants(out: &mut String, results: &Results) {
     let attached: Vec<Variant> = results
         .variants
         .iter()
         .copied()
         .filter(|v| *v != Variant::Nothing)
         .collect();
-    let _ = writeln!(
-        out,
-        "## `cargo xtask bench`: {} interleaved rounds on {}\n",
-        results.rounds, results.machine
-    );
     if !results.variants.iter().any(|v| v.is_reference()) {
         let _ = writeln!(
             out,
@@ -134,7 +149,7 @@ pub fn render(results: &Results) -> String {
          nothing attached in the same round (wall time; for redis, time per request), median of \
          rounds [min-max]. The first column is the baseline (median).\n"
     );
-    table_head(&mut out, &["workload", "nothing attached"], &attached);
+    table_head(out, &["workload", "nothing attached"], &attached);
     for &workload in &results.workloads {
         let baseline = spread(
             results
@@ -168,7 +183,7 @@ pub fn render(results: &Results) -> String {
         "\n### The tools' own CPU\n\nuser+system CPU of the tool's process during the timed run, \
          % of one CPU, median of rounds [min-max].\n"
     );
-    table_head(&mut out, &["workload"], &tools);
+    table_head(out, &["workload"], &tools);
     for &workload in &results.workloads {
         let cells: Vec<String> = tools
             .iter()
@@ -188,7 +203,7 @@ pub fn render(results: &Results) -> String {
     }
     let stalltop: Vec<Variant> = tools.iter().copied().filter(|v| v.is_stalltop()).collect();
     let _ = writeln!(out, "\nstalltop's lost events, summed over all rounds:\n");
-    table_head(&mut out, &["workload"], &stalltop);
+    table_head(out, &["workload"], &stalltop);
     for &workload in &results.workloads {
         let cells: Vec<String> = stalltop
             .iter()
@@ -213,9 +228,8 @@ pub fn render(results: &Results) -> String {
     }
 
     for &workload in &results.workloads {
-        render_programs(&mut out, results, workload, &attached);
+        render_programs(out, results, workload, &attached);
     }
-    out
 }
 
 /// Per tracepoint, each tool's ns per invocation in the statistics run.
@@ -354,6 +368,7 @@ mod tests {
                 seconds: 60.0,
                 cpu_s: 0.12,
             }),
+            guard: None,
         }
     }
 

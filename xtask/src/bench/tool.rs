@@ -1,5 +1,6 @@
-//! The variants a workload runs under and the processes that attach them:
-//! started, waited for until their programs are attached, stopped.
+//! The variants a workload runs under and the processes that attach them
+//! (and `stalltop serve` for the cost guard section): started, waited for
+//! until their programs are attached, stopped with what they said.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -154,22 +155,50 @@ impl Binaries {
     }
 }
 
-/// A variant's tool, attached.
+/// A line of a tool's watched stream, and when it came.
+#[derive(Clone, Debug)]
+pub struct Said {
+    pub at: Instant,
+    pub text: String,
+}
+
+/// A tool, attached.
 pub struct Attached {
     child: Child,
     /// Held open: bench-floor holds its programs until stdin closes.
     stdin: Option<ChildStdin>,
-    /// The rest of the watched stream, read until the tool exits.
-    output: thread::JoinHandle<String>,
-    variant: Variant,
+    /// The watched stream, read until the tool exits.
+    output: thread::JoinHandle<Vec<Said>>,
+    name: &'static str,
 }
 
 /// Start `variant`'s tool (None for nothing attached) and wait until its
 /// programs are attached. A stalltop variant records to `recording`.
 pub fn attach(variant: Variant, binaries: &Binaries, recording: &Path) -> Result<Option<Attached>> {
-    let Some(mut launch) = binaries.launch(variant, recording)? else {
+    let Some(launch) = binaries.launch(variant, recording)? else {
         return Ok(None);
     };
+    start(launch, variant.name()).map(Some)
+}
+
+/// Start `stalltop serve --syscalls exact` on `listen` with `--max-cpu
+/// max_cpu` and wait until its programs are attached; its stderr is
+/// watched (the cost guard's steps are logged there).
+pub fn serve(stalltop: &Path, listen: &str, max_cpu: &str) -> Result<Attached> {
+    let mut command = Command::new(stalltop);
+    command
+        .args(["serve", "--listen", listen, "--syscalls", "exact"])
+        .args(["--max-cpu", max_cpu]);
+    let launch = Launch {
+        command,
+        ready_on_stderr: true,
+        // After its probes attached and its listener is bound.
+        ready_line: "stalltop: serving http://",
+    };
+    start(launch, "stalltop serve")
+}
+
+fn start(mut launch: Launch, name: &'static str) -> Result<Attached> {
     // The watched stream is piped; stalltop's stdout has nothing, the
     // others' stderr goes to the bench's for their errors.
     if launch.ready_on_stderr {
@@ -184,7 +213,7 @@ pub fn attach(variant: Variant, binaries: &Binaries, recording: &Path) -> Result
         .command
         .stdin(Stdio::piped())
         .spawn()
-        .with_context(|| format!("starting {}", variant.name()))?;
+        .with_context(|| format!("starting {name}"))?;
     let stream: Box<dyn Read + Send> = if launch.ready_on_stderr {
         Box::new(child.stderr.take().context("piped stderr")?)
     } else {
@@ -193,37 +222,38 @@ pub fn attach(variant: Variant, binaries: &Binaries, recording: &Path) -> Result
     let (ready_tx, ready_rx) = mpsc::channel();
     let ready_line = launch.ready_line;
     let output = thread::spawn(move || {
-        let mut text = String::new();
-        for line in BufReader::new(stream).lines().map_while(Result::ok) {
-            if line.contains(ready_line) {
+        let mut said = Vec::new();
+        for text in BufReader::new(stream).lines().map_while(Result::ok) {
+            if text.contains(ready_line) {
                 let _ = ready_tx.send(());
             }
-            text.push_str(&line);
-            text.push('\n');
+            said.push(Said {
+                at: Instant::now(),
+                text,
+            });
         }
-        text
+        said
     });
     let attached = Attached {
         stdin: child.stdin.take(),
         child,
         output,
-        variant,
+        name,
     };
     let deadline = Instant::now() + ATTACH_LIMIT;
     loop {
         match ready_rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(()) => return Ok(Some(attached)),
+            Ok(()) => return Ok(attached),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let said = attached.stop().err().map(|e| format!("{e:#}"));
                 bail!(
-                    "{} exited before attaching: {}",
-                    variant.name(),
+                    "{name} exited before attaching: {}",
                     said.unwrap_or_default()
                 );
             }
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() > deadline => {
                 let _ = attached.stop();
-                bail!("{} did not attach within {ATTACH_LIMIT:?}", variant.name());
+                bail!("{name} did not attach within {ATTACH_LIMIT:?}");
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
@@ -236,8 +266,9 @@ impl Attached {
     }
 
     /// SIGINT (all the tools stop cleanly on it; bench-floor also on its
-    /// stdin closing) and wait for the exit; an error if it failed.
-    pub fn stop(mut self) -> Result<()> {
+    /// stdin closing) and wait for the exit; what it said on the watched
+    /// stream, or an error if it failed.
+    pub fn stop(mut self) -> Result<Vec<Said>> {
         drop(self.stdin.take());
         signal(&self.child, rustix::process::Signal::INT)?;
         let deadline = Instant::now() + STOP_LIMIT;
@@ -248,22 +279,20 @@ impl Attached {
             if Instant::now() > deadline {
                 self.child.kill()?;
                 self.child.wait()?;
-                bail!(
-                    "{} did not stop within {STOP_LIMIT:?} of SIGINT",
-                    self.variant.name()
-                );
+                bail!("{} did not stop within {STOP_LIMIT:?} of SIGINT", self.name);
             }
             thread::sleep(Duration::from_millis(20));
         };
-        let output = self.output.join().unwrap_or_default();
+        let said = self.output.join().unwrap_or_default();
         // bench-floor takes the default action of SIGINT: killed by it is
         // its normal end.
         let by_sigint =
             std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGINT);
         if !status.success() && !by_sigint {
-            bail!("{} failed ({status}): {output}", self.variant.name());
+            let output: Vec<&str> = said.iter().map(|s| s.text.as_str()).collect();
+            bail!("{} failed ({status}): {}", self.name, output.join("\n"));
         }
-        Ok(())
+        Ok(said)
     }
 }
 
