@@ -236,8 +236,10 @@ impl CpuBudget {
     }
 }
 
-/// serve's budget: the default mode's cost stays under it in the messaging
-/// overload (docs/performance.md), exact syscalls do not.
+/// serve's budget. In the messaging overload serve's default mode costs
+/// about this much and, stepped down from exact syscalls, stays just over
+/// it (docs/performance.md, "The cost guard": its own process is most of
+/// what is left).
 pub const SERVE_CPU_BUDGET: CpuBudget = CpuBudget::Share(0.02);
 
 impl ProbeArgs {
