@@ -257,7 +257,14 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
     }
     lines.push(field(
         "samples",
-        format!("{} taken on CPU {} during the stall", c.samples, stall.cpu),
+        match &stall.waited.migrated {
+            Some(m) if m.from_cpu != stall.cpu => format!(
+                "{} taken during the stall, on CPU {} and the culprit's on CPU {} (where the \
+                 waiter waited first)",
+                c.samples, stall.cpu, m.from_cpu
+            ),
+            _ => format!("{} taken on CPU {} during the stall", c.samples, stall.cpu),
+        },
     ));
     lines.push(Vec::new());
     lines.push(heading(

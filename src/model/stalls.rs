@@ -577,11 +577,21 @@ impl StallTracker {
             .cloned()
             .collect();
         let have: Vec<u64> = stall.samples.iter().map(|s| s.ts_ns).collect();
+        // A waiter moved here from another CPU was held there: its culprit's ticks on that
+        // CPU show what it did meanwhile.
+        let moved_from = stall
+            .waited
+            .migrated
+            .map(|m| m.from_cpu)
+            .filter(|&from| from != cpu);
+        let culprit_tid = stall.culprit.as_ref().map(|c| c.task.tid);
         let samples: Vec<Sample> = self
             .recent_samples
-            .get(&cpu)
-            .into_iter()
-            .flatten()
+            .iter()
+            .filter(|(&on, _)| on == cpu || Some(on) == moved_from)
+            .flat_map(|(&on, recent)| recent.iter().map(move |s| (on, s)))
+            .filter(|&(on, s)| on == cpu || Some(s.task.tid) == culprit_tid)
+            .map(|(_, s)| s)
             .filter(|s| (start..=end).contains(&s.ts_ns) && !have.contains(&s.ts_ns))
             .cloned()
             .collect();

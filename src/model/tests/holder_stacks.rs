@@ -4,7 +4,7 @@
 
 use super::{analyse, MS, NOISY, ROOT, VICTIM};
 use crate::abi::KIND_RUNQ;
-use crate::event::testing::{runq_record, stacks_sample_record, task};
+use crate::event::testing::{migrated_runq_record, runq_record, stacks_sample_record, task};
 use crate::model::report::StallRow;
 use crate::stream::{Entry, NameTable};
 
@@ -141,4 +141,48 @@ fn without_samples_the_probes_call_or_nothing() {
     assert_eq!(culprit.activity.as_deref(), Some("munmap"));
     let stall = wait_behind_openssl(&[], None);
     assert_eq!(stall.culprit.expect("a culprit").activity, None);
+}
+
+/// redis-server waits 16 ms, first on CPU 1 behind openssl, then moved to CPU 0 where its wait
+/// ends: the stall (on CPU 0) carries openssl's ticks of CPU 1, and no other task's there.
+#[test]
+fn a_moved_waits_culprit_brings_its_stack_from_the_cpu_it_held() {
+    const FIRST_CPU: u32 = 1;
+    let start = 2_000 * MS;
+    let user: Vec<u64> = USER_STACK.iter().map(|&(a, _)| a).collect();
+    let mut records = Vec::new();
+    for (at_ms, who) in [
+        (3, task(OPENSSL, "openssl", NOISY)),
+        (6, task(77, "other", ROOT)),
+    ] {
+        records.extend(stacks_sample_record(
+            FIRST_CPU,
+            start + at_ms * MS,
+            who,
+            None,
+            IN_USER_CODE,
+            &user,
+        ));
+    }
+    records.extend(migrated_runq_record(
+        CPU,
+        start + 16 * MS,
+        16 * MS,
+        task(300, "redis-server", VICTIM),
+        task(OPENSSL, "openssl", NOISY),
+        FIRST_CPU,
+        1,
+    ));
+    let report = analyse(&[names(), Entry::Records(records)]);
+    let [stall] = report.stalls.as_slice() else {
+        panic!("{:#?}", report.stalls);
+    };
+    assert_eq!(stall.cpu, CPU);
+    let culprit = stall.culprit.as_ref().expect("a culprit");
+    assert_eq!(culprit.comm, "openssl");
+    assert_eq!(culprit.samples, 1, "openssl's tick only, not other's");
+    assert_eq!(
+        culprit.user_stack,
+        ["sha256_block_data_order", "speed_main"]
+    );
 }
