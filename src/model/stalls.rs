@@ -577,22 +577,25 @@ impl StallTracker {
             .cloned()
             .collect();
         let have: Vec<u64> = stall.samples.iter().map(|s| s.ts_ns).collect();
+        let mut samples: Vec<&Sample> = self
+            .recent_samples
+            .get(&cpu)
+            .into_iter()
+            .flatten()
+            .filter(|s| (start..=end).contains(&s.ts_ns))
+            .collect();
         // A waiter moved here from another CPU was held there: its culprit's ticks on that
         // CPU show what it did meanwhile.
-        let moved_from = stall
-            .waited
-            .migrated
-            .map(|m| m.from_cpu)
-            .filter(|&from| from != cpu);
-        let culprit_tid = stall.culprit.as_ref().map(|c| c.task.tid);
-        let samples: Vec<Sample> = self
-            .recent_samples
-            .iter()
-            .filter(|(&on, _)| on == cpu || Some(on) == moved_from)
-            .flat_map(|(&on, recent)| recent.iter().map(move |s| (on, s)))
-            .filter(|&(on, s)| on == cpu || Some(s.task.tid) == culprit_tid)
-            .map(|(_, s)| s)
-            .filter(|s| (start..=end).contains(&s.ts_ns) && !have.contains(&s.ts_ns))
+        if let (Some(moved), Some(culprit)) = (stall.waited.migrated, &stall.culprit) {
+            samples.extend(
+                self.samples_of_task(culprit.task.tid, start, end)
+                    .into_iter()
+                    .filter(|s| s.cpu == moved.from_cpu && moved.from_cpu != cpu),
+            );
+        }
+        let samples: Vec<Sample> = samples
+            .into_iter()
+            .filter(|s| !have.contains(&s.ts_ns))
             .cloned()
             .collect();
         let call = stall.culprit.as_ref().and_then(|c| {
