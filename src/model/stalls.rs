@@ -342,10 +342,7 @@ impl StallTracker {
     /// known stall it falls in.
     pub fn sample(&mut self, s: &Sample) {
         let recent = self.recent_samples.entry(s.cpu).or_default();
-        if recent.len() == RECENT_SAMPLES_PER_CPU {
-            recent.pop_front();
-        }
-        recent.push_back(s.clone());
+        push_in_order(recent, s.clone(), |s| s.ts_ns, RECENT_SAMPLES_PER_CPU);
         let ids = self.open.get(&s.cpu).cloned().unwrap_or_default();
         for id in ids {
             if let Some(stall) = self.get_mut(id) {
@@ -362,8 +359,8 @@ impl StallTracker {
     pub fn samples_of_task(&self, tid: u32, start_ns: u64, end_ns: u64) -> Vec<&Sample> {
         self.recent_samples
             .values()
-            .flatten()
-            .filter(|s| s.task.tid == tid && (start_ns..=end_ns).contains(&s.ts_ns))
+            .flat_map(|recent| between(recent, |s| s.ts_ns, start_ns, end_ns))
+            .filter(|s| s.task.tid == tid)
             .collect()
     }
 
@@ -389,10 +386,12 @@ impl StallTracker {
 
     /// A slow call: completes the culprit of stalls it was running in.
     pub fn syscall(&mut self, call: &SlowSyscall) {
-        if self.recent_calls.len() == RECENT_CALLS {
-            self.recent_calls.pop_front();
-        }
-        self.recent_calls.push_back(call.clone());
+        push_in_order(
+            &mut self.recent_calls,
+            call.clone(),
+            |c| c.ts_ns,
+            RECENT_CALLS,
+        );
         for stall in self.stalls.iter_mut().rev().take(OPEN_PER_CPU * 8) {
             if let Some(culprit) = &mut stall.culprit {
                 if culprit.call.is_none()
@@ -576,13 +575,13 @@ impl StallTracker {
             .take(HARDIRQS_PER_STALL)
             .cloned()
             .collect();
-        let have: Vec<u64> = stall.samples.iter().map(|s| s.ts_ns).collect();
+        let mut have: Vec<u64> = stall.samples.iter().map(|s| s.ts_ns).collect();
+        have.sort_unstable();
         let mut samples: Vec<&Sample> = self
             .recent_samples
             .get(&cpu)
             .into_iter()
-            .flatten()
-            .filter(|s| (start..=end).contains(&s.ts_ns))
+            .flat_map(|recent| between(recent, |s| s.ts_ns, start, end))
             .collect();
         // A waiter moved here from another CPU was held there: its culprit's ticks on that
         // CPU show what it did meanwhile.
@@ -595,12 +594,12 @@ impl StallTracker {
         }
         let samples: Vec<Sample> = samples
             .into_iter()
-            .filter(|s| !have.contains(&s.ts_ns))
+            .filter(|s| have.binary_search(&s.ts_ns).is_err())
             .cloned()
             .collect();
+        // A call that ended before the interval began does not overlap it.
         let call = stall.culprit.as_ref().and_then(|c| {
-            self.recent_calls
-                .iter()
+            between(&self.recent_calls, |call| call.ts_ns, start, u64::MAX)
                 .rev()
                 .find(|call| call_matches(c, call, start, end))
                 .cloned()
@@ -686,6 +685,29 @@ fn culprit_of(task: &TaskRef, syscall: Option<(u32, u64)>) -> Option<Culprit> {
         syscall_start_ns: syscall.map(|(_, start)| start).filter(|&s| s > 0),
         call: None,
     })
+}
+
+/// Adds `item` to `queue`, kept in order of `ts` (items arrive nearly in
+/// order: from several CPUs' buffers), dropping the oldest beyond `cap`.
+fn push_in_order<T>(queue: &mut VecDeque<T>, item: T, ts: impl Fn(&T) -> u64, cap: usize) {
+    if queue.len() == cap {
+        queue.pop_front();
+    }
+    let at = queue.partition_point(|x| ts(x) <= ts(&item));
+    queue.insert(at, item);
+}
+
+/// The items of `queue` (in order of `ts`) from `start_ns` to `end_ns`: a
+/// stall looks back over thousands of them, many times a second.
+fn between<T>(
+    queue: &VecDeque<T>,
+    ts: impl Fn(&T) -> u64,
+    start_ns: u64,
+    end_ns: u64,
+) -> std::collections::vec_deque::Iter<'_, T> {
+    let from = queue.partition_point(|x| ts(x) < start_ns);
+    let to = queue.partition_point(|x| ts(x) <= end_ns);
+    queue.range(from..to.max(from))
 }
 
 /// Is `call` the syscall the culprit was inside during [start, end]? With

@@ -177,30 +177,67 @@ fn cadvisor_memory_stat_read_stalls_net_rx() {
     assert_eq!(holder.call_oncpu_ns, Some(148 * MS));
 }
 
-/// Case 2: `ss` reading /proc/slabinfo with interrupts off: an irqs-off
-/// gap, not a run-queue wait, with the call and file named.
-#[test]
-fn slabinfo_read_is_an_irqs_off_stall() {
-    let ss = || task(900, "ss", ROOT);
-    let mut records = Vec::new();
-    records.extend(sample_record(
-        CPU,
-        5_189 * MS,
-        ss(),
-        Some(SYS_READ),
-        189 * MS,
-        &[0xffff_ffff_8140_0000],
-    ));
-    records.extend(syscall_record(
+/// `ss` [900] reads /proc/slabinfo for 190 ms, 189 of them on the CPU.
+fn slabinfo_read() -> Vec<u8> {
+    syscall_record(
         CPU,
         5_190 * MS,
-        ss(),
+        task(900, "ss", ROOT),
         SYS_READ,
         190 * MS,
         189 * MS,
         3,
         "/proc/slabinfo",
-    ));
+    )
+}
+
+/// The sampler's tick after ss's read: 189 ms since the last one.
+fn slabinfo_gap() -> Vec<u8> {
+    sample_record(
+        CPU,
+        5_189 * MS,
+        task(900, "ss", ROOT),
+        Some(SYS_READ),
+        189 * MS,
+        &[0xffff_ffff_8140_0000],
+    )
+}
+
+/// Slow calls reach user space from each CPU's buffer, not in the order
+/// they ended: ss's read of /proc/slabinfo, reported before calls of other
+/// threads that ended over a second earlier, still names the irqs-off gap
+/// reported after it all.
+#[test]
+fn a_call_reported_out_of_order_still_names_the_stall() {
+    let mut records = slabinfo_read();
+    for tid in [901, 902, 903] {
+        records.extend(syscall_record(
+            0,
+            4_000 * MS,
+            task(tid, "reader", ROOT),
+            SYS_READ,
+            50 * MS,
+            MS,
+            4,
+            "/var/log/app.log",
+        ));
+    }
+    records.extend(slabinfo_gap());
+    let r = analyse_records(records, None);
+    let [stall] = r.stalls.as_slice() else {
+        panic!("{:#?}", r.stalls);
+    };
+    let culprit = stall.culprit.as_ref().expect("a culprit");
+    assert_eq!(culprit.comm, "ss");
+    assert_eq!(culprit.path.as_deref(), Some("/proc/slabinfo"));
+}
+
+/// Case 2: `ss` reading /proc/slabinfo with interrupts off: an irqs-off
+/// gap, not a run-queue wait, with the call and file named.
+#[test]
+fn slabinfo_read_is_an_irqs_off_stall() {
+    let mut records = slabinfo_gap();
+    records.extend(slabinfo_read());
     let r = analyse_records(records, None);
     assert_eq!(r.stalls.len(), 1);
     let stall = &r.stalls[0];
