@@ -140,91 +140,98 @@ fn read_probe_costs(skel: &StalltopSkel<'_>) -> Vec<ProgramCost> {
         .collect()
 }
 
-/// Every key of a per-CPU hash map with its value on each CPU; entries
-/// deleted meanwhile are skipped.
-fn per_cpu_entries<K, V>(map: &dyn MapCore) -> impl Iterator<Item = (K, Vec<V>)> + '_
+/// Every entry of a per-CPU map (hash or array) with its value on each
+/// CPU, read in batches of `BATCH`: a key walk costs two syscalls per
+/// entry, every second, on every map, and a busy node has thousands.
+/// Entries deleted meanwhile are skipped.
+fn per_cpu_entries<K, V>(map: &dyn MapCore) -> Vec<(K, Vec<V>)>
 where
     K: plain::Plain + Default,
     V: plain::Plain + Default,
 {
-    map.keys().filter_map(move |key| {
-        let values = map.lookup_percpu(&key, MapFlags::ANY).ok().flatten()?;
-        let values: Option<Vec<V>> = values.iter().map(|v| read_plain::<V>(v)).collect();
-        Some((read_plain::<K>(&key)?, values?))
-    })
-}
-
-/// Every index of a per-CPU array with its value on each CPU: one batched
-/// lookup for the whole array (a syscall per index otherwise, every
-/// second, on every map).
-fn per_cpu_array<V>(map: &dyn MapCore) -> Vec<(u32, Vec<V>)>
-where
-    V: plain::Plain + Default,
-{
-    let entries = map.max_entries() as usize;
+    const BATCH: usize = 256;
+    let key_size = map.key_size() as usize;
+    let value_size = map.value_size() as usize;
     let cpus = libbpf_rs::num_possible_cpus().unwrap_or(1);
     // The kernel lays out each CPU's value 8-byte aligned.
-    let stride = (map.value_size() as usize).div_ceil(8) * 8;
-    let mut keys = vec![0u32; entries];
-    let mut values = vec![0u8; entries * cpus * stride];
-    let mut count = entries as u32;
-    let mut cursor = 0u32;
+    let stride = value_size.div_ceil(8) * 8;
+    let mut batch = BATCH;
+    let mut keys = vec![0u8; batch * key_size];
+    let mut values = vec![0u8; batch * cpus * stride];
+    // Where a batch ended, for the next to go on from: a hash's bucket
+    // (u32) or an array's key. u64s, for the alignment of either.
+    let mut cursor = vec![0u64; key_size.max(4).div_ceil(8)];
+    let mut started = false;
     let opts = libbpf_sys::bpf_map_batch_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
         ..Default::default()
     };
-    // SAFETY: `keys` holds `count` u32 keys and `values` `count` values of
-    // `cpus * stride` bytes each; a null in_batch starts at the first
-    // index and `cursor` receives where it stopped; all outlive the call.
-    let rc = unsafe {
-        libbpf_sys::bpf_map_lookup_batch(
-            map.as_fd().as_raw_fd(),
-            std::ptr::null_mut(),
-            (&mut cursor as *mut u32).cast(),
-            keys.as_mut_ptr().cast(),
-            values.as_mut_ptr().cast(),
-            &mut count,
-            &opts,
-        )
-    };
-    // ENOENT: the end of the array came within the batch.
-    if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
-        tracing::debug!(
-            "batched lookup of {:?}: {}",
-            map.name(),
-            std::io::Error::last_os_error()
-        );
-        return Vec::new();
-    }
-    keys.iter()
-        .zip(values.chunks_exact(cpus * stride))
-        .take(count as usize)
-        .map(|(&index, per_cpu)| {
-            let values = per_cpu
+    let mut out = Vec::new();
+    loop {
+        let mut count = batch as u32;
+        let mut next = cursor.clone();
+        let in_batch = if started {
+            cursor.as_mut_ptr().cast()
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: `keys` holds `count` keys and `values` `count` values of
+        // `cpus * stride` bytes each; the cursors hold a bucket or a key;
+        // a null in_batch starts at the first entry; all outlive the call.
+        let rc = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                map.as_fd().as_raw_fd(),
+                in_batch,
+                next.as_mut_ptr().cast(),
+                keys.as_mut_ptr().cast(),
+                values.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        let error = (rc != 0).then(|| std::io::Error::last_os_error().raw_os_error());
+        if error == Some(Some(libc::ENOSPC)) && batch < map.max_entries() as usize {
+            // A hash bucket holds more entries than a batch: a bigger one.
+            batch *= 2;
+            keys.resize(batch * key_size, 0);
+            values.resize(batch * cpus * stride, 0);
+            continue;
+        }
+        // ENOENT: the end of the map came within this batch.
+        if error.is_some() && error != Some(Some(libc::ENOENT)) {
+            tracing::debug!(
+                "batched lookup of {:?}: {}",
+                map.name(),
+                std::io::Error::last_os_error()
+            );
+            return out;
+        }
+        let entries = keys
+            .chunks_exact(key_size)
+            .zip(values.chunks_exact(cpus * stride))
+            .take(count as usize);
+        for (key, per_cpu) in entries {
+            let values: Option<Vec<V>> = per_cpu
                 .chunks_exact(stride)
-                .filter_map(|v| read_plain::<V>(&v[..map.value_size() as usize]))
+                .map(|v| read_plain::<V>(&v[..value_size]))
                 .collect();
-            (index, values)
-        })
-        .collect()
+            if let (Some(key), Some(values)) = (read_plain::<K>(key), values) {
+                out.push((key, values));
+            }
+        }
+        if error.is_some() {
+            return out;
+        }
+        cursor = next;
+        started = true;
+    }
 }
 
 fn read_softirq(skel: &StalltopSkel<'_>) -> Vec<SoftirqStats> {
     let mut out = Vec::new();
-    for vector in 0..crate::event::SOFTIRQ_NAMES.len() as u32 {
-        let Some(per_cpu) = skel
-            .maps
-            .softirq_by_vector
-            .lookup_percpu(&vector.to_ne_bytes(), MapFlags::ANY)
-            .ok()
-            .flatten()
-        else {
-            continue;
-        };
-        for (cpu, bytes) in per_cpu.iter().enumerate() {
-            let Some(s) = read_plain::<types::softirq_stats>(bytes) else {
-                continue;
-            };
+    let vectors = per_cpu_entries::<u32, types::softirq_stats>(&skel.maps.softirq_by_vector);
+    for (vector, per_cpu) in vectors {
+        for (cpu, s) in per_cpu.iter().enumerate() {
             if s.count == 0 && s.run_total_ns == 0 {
                 continue;
             }
@@ -248,6 +255,7 @@ fn read_softirq(skel: &StalltopSkel<'_>) -> Vec<SoftirqStats> {
 fn read_stolen(skel: &StalltopSkel<'_>) -> Vec<SoftirqStolen> {
     let mut out: Vec<SoftirqStolen> =
         per_cpu_entries::<types::stolen_key, types::stolen_stats>(&skel.maps.softirq_stolen)
+            .into_iter()
             .map(|(k, per_cpu)| SoftirqStolen {
                 pid: per_cpu.iter().map(|v| v.pid).max().unwrap_or(0),
                 tid: k.tid,
@@ -285,7 +293,7 @@ pub(super) fn read_syscalls(skel: &StalltopSkel<'_>) -> Vec<SyscallStats> {
         row.oncpu_total_ns += v.oncpu_total_ns;
         row.max_ns = row.max_ns.max(v.max_ns);
     };
-    for (nr, per_cpu) in per_cpu_array::<types::syscall_slot>(&skel.maps.syscalls_by_nr) {
+    for (nr, per_cpu) in per_cpu_entries::<u32, types::syscall_slot>(&skel.maps.syscalls_by_nr) {
         per_cpu
             .iter()
             .for_each(|slot| add(slot.cgroup, nr, &slot.stats));
@@ -354,7 +362,7 @@ fn read_runq(skel: &StalltopSkel<'_>) -> Vec<CgroupRunq> {
             .get_or_insert_with(WaitCauses::default)
             .add(&wait_causes(&s.why_ns));
     };
-    for (_, per_cpu) in per_cpu_array::<types::runq_slot>(&skel.maps.runq_slots) {
+    for (_, per_cpu) in per_cpu_entries::<u32, types::runq_slot>(&skel.maps.runq_slots) {
         per_cpu
             .iter()
             .for_each(|slot| add(slot.cgroup, &slot.stats));
@@ -399,16 +407,11 @@ fn read_preemptors(skel: &StalltopSkel<'_>) -> Vec<Preemptor> {
 }
 
 fn read_counters(skel: &StalltopSkel<'_>) -> Counters {
-    let read = |slot: u32| -> u64 {
-        skel.maps
-            .counters
-            .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
-            .ok()
-            .flatten()
-            .map_or(0, |per_cpu| {
-                per_cpu.iter().filter_map(|v| read_plain::<u64>(v)).sum()
-            })
-    };
+    let slots: BTreeMap<u32, u64> = per_cpu_entries::<u32, u64>(&skel.maps.counters)
+        .into_iter()
+        .map(|(slot, per_cpu)| (slot, per_cpu.iter().sum()))
+        .collect();
+    let read = |slot: u32| slots.get(&slot).copied().unwrap_or(0);
     Counters {
         lost: (1..KIND_MAX)
             .map(|kind| {
