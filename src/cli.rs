@@ -236,10 +236,9 @@ impl CpuBudget {
     }
 }
 
-/// serve's budget. In the messaging overload serve's default mode costs
-/// about this much and, stepped down from exact syscalls, stays just over
-/// it (docs/performance.md, "The cost guard": its own process is most of
-/// what is left).
+/// serve's budget. In the messaging overload the guard brings serve from
+/// exact syscalls under it within its reaction time and holds it there
+/// (docs/performance.md, "The cost guard").
 pub const SERVE_CPU_BUDGET: CpuBudget = CpuBudget::Share(0.02);
 
 impl ProbeArgs {
