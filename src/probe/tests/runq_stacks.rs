@@ -42,8 +42,7 @@ fn samples_in(mut records: &[u8]) -> Vec<skel::types::sample_event> {
     out
 }
 
-fn spin_named() {
-    set_name(c"st-turns");
+fn spin_for_turns() {
     let end = Instant::now() + TURNS;
     while Instant::now() < end {
         std::hint::spin_loop();
@@ -62,7 +61,13 @@ fn holders_stacks_are_kept(attach: AttachMode) {
 
     let mut records = Vec::new();
     let done = std::thread::scope(|scope| {
-        let tasks = [(); 2].map(|_| scope.spawn(|| cgroup.run_child_on_cpu(CPU, spin_named)));
+        // Named before the fork: the child has the name from its first tick in the cgroup.
+        let tasks = [(); 2].map(|_| {
+            scope.spawn(|| {
+                set_name(c"st-turns");
+                cgroup.run_child_on_cpu(CPU, spin_for_turns)
+            })
+        });
         let deadline = Instant::now() + TURNS + Duration::from_millis(300);
         while Instant::now() < deadline {
             records.extend(session.poll(Duration::from_millis(50)));
