@@ -7,7 +7,7 @@
 //! the quota's, not the idle CPU's nor a neighbour's.
 
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::migration::MS;
 use super::*;
@@ -323,6 +323,24 @@ fn receive<const N: usize>(pipe: &mut std::fs::File) -> Option<[u64; N]> {
     Some(words)
 }
 
+/// Wait until task `pid` is blocked and off its run queue. A sleeper moved while still queued,
+/// after its report and before it blocks again, would be enqueued in its new group, which then
+/// takes a slice of the quota to CPU 1 and keeps a millisecond of it there when the sleeper
+/// blocks: enough for its wake to run at once.
+fn wait_until_off_its_queue(pid: libc::pid_t) {
+    let wchan = format!("/proc/{pid}/wchan");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // The kernel names where a task sleeps only once it is off its run queue (from 5.16).
+    loop {
+        let at = std::fs::read_to_string(&wchan).unwrap_or_else(|e| panic!("read {wchan}: {e}"));
+        if !matches!(at.trim(), "" | "0") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "task {pid} did not block in 5 s");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
 /// One round: the sleeper moved into a new quota'd group, a spender that spends its quota on
 /// CPU 0, the wake in the spender's throttle.
 fn enqueue_round(
@@ -335,6 +353,7 @@ fn enqueue_round(
     use std::os::fd::AsRawFd;
     let group = ScratchCgroup::create();
     group.set_quota(QUOTA_US, PERIOD_US);
+    wait_until_off_its_queue(sleeper);
     group.adopt(sleeper);
     assert_eq!(
         cgroup_dir_of(&sleeper.to_string(), config),
