@@ -189,8 +189,9 @@ where
                 &opts,
             )
         };
-        let error = (rc != 0).then(|| std::io::Error::last_os_error().raw_os_error());
-        if error == Some(Some(libc::ENOSPC)) && batch < map.max_entries() as usize {
+        let error = (rc != 0).then(std::io::Error::last_os_error);
+        let errno = error.as_ref().and_then(std::io::Error::raw_os_error);
+        if errno == Some(libc::ENOSPC) && batch < map.max_entries() as usize {
             // A hash bucket holds more entries than a batch: a bigger one.
             batch *= 2;
             keys.resize(batch * key_size, 0);
@@ -198,12 +199,8 @@ where
             continue;
         }
         // ENOENT: the end of the map came within this batch.
-        if error.is_some() && error != Some(Some(libc::ENOENT)) {
-            tracing::debug!(
-                "batched lookup of {:?}: {}",
-                map.name(),
-                std::io::Error::last_os_error()
-            );
+        if let Some(error) = error.as_ref().filter(|_| errno != Some(libc::ENOENT)) {
+            tracing::debug!("batched lookup of {:?}: {error}", map.name());
             return out;
         }
         let entries = keys
