@@ -266,6 +266,15 @@ fn stall_lines(stall: &StallRow, req: &DetailRequest<'_>) -> Vec<Line> {
             _ => format!("{} taken on CPU {} during the stall", c.samples, stall.cpu),
         },
     ));
+    if let Some(owner) = c.borrowed_stack() {
+        lines.push(field(
+            "stacks of",
+            format!(
+                "{} (tid {}), on CPU {} then: the culprit has no sample of its own in the stall",
+                owner.comm, owner.tid, stall.cpu
+            ),
+        ));
+    }
     lines.push(Vec::new());
     lines.push(heading(
         "Kernel stack (most frequent sample, innermost first)",

@@ -310,11 +310,30 @@ pub struct CulpritDetail {
     pub wall_ns: Option<u64>,
     /// Softirq time that ran inside the call's slices.
     pub softirq_ns: Option<u64>,
-    /// Most frequent kernel stack among the samples (leaf first).
+    /// Most frequent kernel stack among the culprit's own samples in the stall (leaf first);
+    /// where it has none, among the other tasks' samples on the CPU then.
     pub stack: Vec<String>,
     pub user_stack: Vec<String>,
+    /// The thread the stacks are of: the culprit's `tid`, or another task's when the culprit
+    /// had no sample in the stall; null without a sample.
+    pub stack_of: Option<StackOwner>,
     /// Samples taken on the CPU during the stall.
     pub samples: usize,
+}
+
+/// The task a culprit's stacks were sampled in.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct StackOwner {
+    pub tid: u32,
+    pub comm: String,
+}
+
+impl CulpritDetail {
+    /// The other task whose stacks stand in for the culprit's (it had no sample in the
+    /// stall); None when the stacks are its own, or there are none.
+    pub fn borrowed_stack(&self) -> Option<&StackOwner> {
+        self.stack_of.as_ref().filter(|owner| owner.tid != self.tid)
+    }
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]

@@ -103,6 +103,12 @@ pub fn stall_annotations(s: &StallRow) -> Vec<DebugAnnotation> {
             out.push(uint("oncpu_ns", oncpu));
         }
         out.push(uint("samples", c.samples as u64));
+        if let Some(owner) = c.borrowed_stack() {
+            out.push(text(
+                "stacks_of",
+                format!("{} (tid {})", owner.comm, owner.tid),
+            ));
+        }
         if !c.stack.is_empty() {
             out.push(list("kernel_stack", &c.stack));
         }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::CulpritDetail;
+use super::{CulpritDetail, StackOwner};
 use crate::event::{HardirqRun, Sample};
 use crate::model::stalls::Culprit;
 use crate::model::Analysis;
@@ -72,7 +72,7 @@ pub(super) fn irq_run_name(a: &Analysis, h: &HardirqRun) -> String {
 
 /// Report form of a culprit: names resolved, call details, what it was
 /// doing, the stack it was seen in most often (its own samples, else any on
-/// the CPU).
+/// the CPU, named as another task's).
 pub(super) fn culprit_detail(a: &Analysis, c: &Culprit, samples: &[Sample]) -> CulpritDetail {
     let own: Vec<&Sample> = samples
         .iter()
@@ -116,6 +116,10 @@ pub(super) fn culprit_detail(a: &Analysis, c: &Culprit, samples: &[Sample]) -> C
                     .collect()
             })
             .unwrap_or_default(),
+        stack_of: top.map(|s| StackOwner {
+            tid: s.task.tid,
+            comm: s.task.comm.clone(),
+        }),
         samples: samples.len(),
     }
 }

@@ -59,7 +59,13 @@ fn wait_behind_openssl(ticks: &[(u64, Option<u32>, &[u64])], ran_syscall: Option
             user,
         ));
     }
-    records.extend(runq_record(
+    the_wait_behind_openssl(records, start, ran_syscall)
+}
+
+/// The one stall of `samples` and redis-server's 16 ms wait from `start`
+/// behind openssl (in `ran_syscall` by the probes).
+fn the_wait_behind_openssl(mut samples: Vec<u8>, start: u64, ran_syscall: Option<u32>) -> StallRow {
+    samples.extend(runq_record(
         KIND_RUNQ,
         CPU,
         start + 16 * MS,
@@ -69,7 +75,7 @@ fn wait_behind_openssl(ticks: &[(u64, Option<u32>, &[u64])], ran_syscall: Option
         ran_syscall.map(|nr| (nr as i32, 20 * MS)),
         0,
     ));
-    let report = analyse(&[names(), Entry::Records(records)]);
+    let report = analyse(&[names(), Entry::Records(samples)]);
     assert_eq!(report.stalls.len(), 1, "{:#?}", report.stalls);
     report.stalls[0].clone()
 }
@@ -97,6 +103,34 @@ fn a_wait_carries_the_holders_stack_and_user_code() {
     assert!(culprit.stack.is_empty(), "{:?}", culprit.stack);
     assert_eq!(culprit.activity.as_deref(), Some("user code"));
     assert_eq!(culprit.syscall, None, "not its last syscall");
+    let owner = culprit.stack_of.as_ref().expect("the stacks' thread");
+    assert_eq!((owner.tid, owner.comm.as_str()), (OPENSSL, "openssl"));
+    assert_eq!(culprit.borrowed_stack(), None, "its own stacks");
+}
+
+/// The only tick during the wait found a kworker on the CPU, not the
+/// holder: the kworker's stack is shown, named as the kworker's, and the
+/// culprit's activity comes from the probes, not from that tick.
+#[test]
+fn a_stack_of_another_task_is_named_as_that_tasks() {
+    const KWORKER: u32 = 77;
+    let start = 2_000 * MS;
+    let kernel: Vec<u64> = KERNEL_STACK.iter().map(|&(a, _)| a).collect();
+    let kworker_tick = stacks_sample_record(
+        CPU,
+        start + 5 * MS,
+        task(KWORKER, "kworker/0:1", ROOT),
+        None,
+        &kernel,
+        &[],
+    );
+    let stall = the_wait_behind_openssl(kworker_tick, start, Some(SYS_EPOLL_WAIT));
+    let culprit = stall.culprit.expect("a culprit");
+    assert_eq!(culprit.comm, "openssl");
+    assert_eq!(culprit.stack, ["zap_pte_range", "__do_munmap"]);
+    let owner = culprit.borrowed_stack().expect("another task's stacks");
+    assert_eq!((owner.tid, owner.comm.as_str()), (KWORKER, "kworker/0:1"));
+    assert_eq!(culprit.activity.as_deref(), Some("epoll_wait"));
 }
 
 /// A holder sampled inside munmap shows the call and its kernel frames; a

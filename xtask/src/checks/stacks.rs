@@ -1,6 +1,7 @@
 //! A stack for every culprit: each stall of at least `STACKED_NS` whose culprit is a task shows
-//! that task's kernel or user stack, kept by the sampler's ticks on the stall's CPU while it
-//! held the CPU.
+//! a kernel or user stack kept by the sampler's ticks on the stall's CPU: the culprit's own, or,
+//! where no tick of the stall found the culprit on the CPU, the task a tick found there, which
+//! the report names (`stack_of`). This check does not tell the two apart.
 
 use super::pretty;
 use super::report::{Report, Stall};
@@ -8,10 +9,11 @@ use super::report::{Report, Stall};
 /// The shortest stall judged. The sampler first sees a waiter at a tick (up to a period,
 /// 1.38 ms, after the wait began) and keeps stacks from a tick at least 1 ms later
 /// (bpf/sampler.bpf.h), so a stall under about 2.8 ms can end before any tick may keep one;
-/// from 5 ms on, the culprit held the CPU through at least one such tick.
+/// from 5 ms on, some task held the CPU through at least one such tick (not always the
+/// culprit, which is the task that held it longest over all the stall's waits).
 pub const STACKED_NS: u64 = 5_000_000;
 
-/// Every stall of `STACKED_NS` or more with a task culprit has that culprit's stack.
+/// Every stall of `STACKED_NS` or more with a task culprit has a stack.
 pub fn check(report: &Report) -> Result<(), String> {
     let judged: Vec<&Stall> = report
         .stalls

@@ -183,6 +183,13 @@ fn culprit_text(s: &StallRow) -> String {
     if let Some(frame) = c.stack.first() {
         let _ = write!(text, ", at {frame}");
     }
+    if let Some(owner) = c.borrowed_stack() {
+        let _ = write!(
+            text,
+            " (no sample of its own: the stack of {} (tid {}) on its CPU then)",
+            owner.comm, owner.tid
+        );
+    }
     text
 }
 
