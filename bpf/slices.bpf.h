@@ -163,6 +163,22 @@ __noinline __u64 held_by(__u32 cpu, __u32 tid, __u64 start, __u64 end)
 	return held;
 }
 
+/* Whether an entry other than `i` on CPU `cpu` is thread `tid`'s: most
+ * tasks have one entry, and their weight is that entry's. (Global: checked
+ * once.) */
+__noinline int has_other_entry(__u32 cpu, __u32 i, __u32 tid)
+{
+	struct cpu_state *cs = cpu_state_of(cpu);
+	__u32 j;
+
+	if (!cs)
+		return 0;
+	for (j = 0; j < SLICES; j++)
+		if (j != i && cs->slices[j].tid == tid)
+			return 1;
+	return 0;
+}
+
 /* wait_holder's answer: the time held in us over the holder's thread id. */
 #define HOLDER_TID_BITS 32
 
@@ -200,10 +216,13 @@ __noinline __u64 wait_holder(__u32 cpu, __u64 start, __u64 end, __u32 waiter_tid
 		__u32 tid = cs->slices[i].tid;
 
 		/* (The running task's entries were weighed with its open slice.) */
-		if (tid == waiter_tid || tid == current || (!tid && !idle_holds) ||
-		    !slice_held(cs, i, start, end))
+		if (tid == waiter_tid || tid == current || (!tid && !idle_holds))
 			continue;
-		held = held_by(cpu, tid, start, end);
+		held = slice_held(cs, i, start, end);
+		if (!held)
+			continue;
+		if (has_other_entry(cpu, i, tid))
+			held = held_by(cpu, tid, start, end);
 		if (held > best_held) {
 			best_held = held;
 			best_tid = tid;
