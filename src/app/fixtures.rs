@@ -534,6 +534,47 @@ pub fn over_budget_kernel(at: u64) -> Entry {
     Entry::Kernel(k)
 }
 
+/// The root, the victim's and the hog's cgroups, by name.
+fn victim_and_hog_cgroups() -> Vec<(u64, String)> {
+    vec![
+        (ROOT, "/".into()),
+        (VICTIM, "/stalltop_victim".into()),
+        (NOISY, "/stalltop_noisy".into()),
+    ]
+}
+
+/// redis-server waits 16 ms behind openssl on CPU 0, and the one tick
+/// during the wait found a kworker on the CPU, not openssl: the stall's
+/// only stack is the kworker's.
+pub fn stack_of_another_task() -> Recording {
+    let names = Entry::Names(NameTable {
+        cgroups: victim_and_hog_cgroups(),
+        kernel_symbols: SLAB_STACK.iter().map(|&(a, n)| (a, n.into())).collect(),
+        ..NameTable::default()
+    });
+    let start = START + 2 * S;
+    let frames: Vec<u64> = SLAB_STACK.iter().map(|&(a, _)| a).collect();
+    let mut records = sample_record(
+        0,
+        start + 5 * MS,
+        task(77, "kworker/0:1", ROOT),
+        None,
+        0,
+        &frames,
+    );
+    records.extend(runq_record(
+        KIND_RUNQ,
+        0,
+        start + 16 * MS,
+        16 * MS,
+        task(300, "redis-server", VICTIM),
+        task(900, "openssl", NOISY),
+        None,
+        0,
+    ));
+    recording(&header(2), &[names, Entry::Records(records)])
+}
+
 /// The cgroups of a hog that keeps a periodic task waiting under the
 /// threshold.
 const VICTIM: u64 = 5001;
@@ -545,11 +586,7 @@ const NOISY: u64 = 5002;
 /// seconds at a time, by design.
 pub fn hog_under_threshold() -> Recording {
     let names = Entry::Names(NameTable {
-        cgroups: vec![
-            (ROOT, "/".into()),
-            (VICTIM, "/stalltop_victim".into()),
-            (NOISY, "/stalltop_noisy".into()),
-        ],
+        cgroups: victim_and_hog_cgroups(),
         ..NameTable::default()
     });
     let snapshots = [5 * S, 10 * S]

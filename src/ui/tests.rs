@@ -335,6 +335,23 @@ fn detail_popup_of_a_stall() {
     insta::assert_snapshot!(s);
 }
 
+/// A stall whose culprit had no sample of its own: the popup shows the stack
+/// the CPU's tick found, named as that task's.
+#[test]
+fn detail_popup_names_a_stack_that_is_not_the_culprits() {
+    let mut app = replay_at_end(fixtures::stack_of_another_task(), 120, 40);
+    press(&mut app, KeyCode::Enter);
+    let s = screen(&app);
+    assert_shows(
+        &s,
+        &[
+            "openssl pid 900 tid 900",
+            "stacks of  kworker/0:1 (tid 77), on CPU 0 then: the culprit has no sample of its own",
+            "get_slabinfo",
+        ],
+    );
+}
+
 /// The busy fixture filtered by `filter`, with the newest stall left opened.
 fn details_of_newest_stall(filter: &str) -> String {
     let mut app = replay_at_end(fixtures::busy(), 120, 44);
