@@ -511,6 +511,9 @@ struct cpu_state {
 	__u32 irq_depth;
 	__u32 steal_pending; /* STEAL_PENDING_* records held (bpf/steal.bpf.h) */
 	__u64 rq;	     /* this CPU's run queue's address, once known */
+	/* The ring buffer's consumer position, plus one, when this CPU last
+	 * forced a wakeup of the reader (0: never). */
+	__u64 woke_reader_at;
 	struct slice slices[SLICES];
 	/* One slot per thread found in a call: short visitors (the tasks a
 	 * long call yields to) take the others, not the long call's. */

@@ -12,6 +12,7 @@ mod hardirq;
 mod holders;
 mod migration;
 mod prune;
+mod ring;
 mod runq_stacks;
 mod sampled;
 mod sched;
