@@ -18,32 +18,39 @@
 /* A task's entry grows by a slice that begins at most this long after
  * the entry ends; else the slice starts an entry of its own. */
 #define SLICE_MERGE_GAP_NS 100000000ULL
-/* slice_slot's flag: the slot holds the task's entry, to extend. */
+/* slice_slot's flags: the slot holds the task's entry, to extend; or
+ * the task has an older entry (now marked shared, as the new one must be:
+ * if the older one is the slot it replaces, needlessly). */
 #define SLOT_EXTEND 0x100
+#define SLOT_SHARED 0x200
 
 /* Where thread `tid`'s slice on this CPU beginning at `start` goes: its
  * own entry if that ended at most SLICE_MERGE_GAP_NS before (with
- * SLOT_EXTEND), else the entry that ended longest ago. (A global
- * function: checked once.) */
+ * SLOT_EXTEND), else the entry that ended longest ago (with SLOT_SHARED
+ * if the thread has another). (A global function: checked once.) */
 __noinline __u32 slice_slot(__u32 tid, __u64 start)
 {
 	struct cpu_state *cs = this_cpu();
 	__u64 oldest = ~0ULL;
-	__u32 i, slot = 0;
+	__u32 i, slot = 0, shared = 0;
 
 	if (!cs)
 		return 0;
 	for (i = 0; i < SLICES; i++) {
 		struct slice *sl = &cs->slices[i];
 
-		if (sl->end && sl->tid == tid && sl->end + SLICE_MERGE_GAP_NS >= start)
-			return i | SLOT_EXTEND;
+		if (sl->end && sl->tid == tid) {
+			if (sl->end + SLICE_MERGE_GAP_NS >= start)
+				return i | SLOT_EXTEND;
+			sl->shared = 1;
+			shared = SLOT_SHARED;
+		}
 		if (sl->end < oldest) {
 			oldest = sl->end;
 			slot = i;
 		}
 	}
-	return slot;
+	return slot | shared;
 }
 
 /* The current task (thread `tid`, leaving the CPU: sched_switch runs in
@@ -88,6 +95,7 @@ __noinline int slice_keep(__u32 prev_tid, __u64 start, __u64 end, __u64 steal_en
 	sl->pid = prev_tid ? BPF_CORE_READ(t, tgid) : 0;
 	sl->cgroup = prev_tid ? task_cgroup(false, t) : 0;
 	sl->kthread = !!(BPF_CORE_READ(t, flags) & PF_KTHREAD);
+	sl->shared = !!(slot & SLOT_SHARED);
 	comm_copy(false, sl->comm, t);
 	return 0;
 }
@@ -163,20 +171,22 @@ __noinline __u64 held_by(__u32 cpu, __u32 tid, __u64 start, __u64 end)
 	return held;
 }
 
-/* Whether an entry other than `i` on CPU `cpu` is thread `tid`'s: most
- * tasks have one entry, and their weight is that entry's. (Global: checked
- * once.) */
-__noinline int has_other_entry(__u32 cpu, __u32 i, __u32 tid)
-{
-	struct cpu_state *cs = cpu_state_of(cpu);
-	__u32 j;
+/* An entry's weight in wait_holder: its own (`alone`), or where the
+ * entry may share its thread with another (bit ENTRY_SHARED_BIT of
+ * `alone` set), the thread's (held_by). Global, and called for every
+ * entry: a branch on the flag in wait_holder's loop would split the
+ * verifier's states at each entry (+10,600 instructions per caller on
+ * 6.18); the flag rides in the argument so that the entry's state need
+ * not be looked up again, as it had to be when the callee looked for the
+ * thread's other entries itself. */
+#define ENTRY_SHARED_BIT 63
+#define ENTRY_SHARED (1ULL << ENTRY_SHARED_BIT)
 
-	if (!cs)
-		return 0;
-	for (j = 0; j < SLICES; j++)
-		if (j != i && cs->slices[j].tid == tid)
-			return 1;
-	return 0;
+__noinline __u64 thread_held(__u32 cpu, __u32 tid, __u64 start, __u64 end, __u64 alone)
+{
+	if (alone & ENTRY_SHARED)
+		return held_by(cpu, tid, start, end);
+	return alone;
 }
 
 /* wait_holder's answer: the time held in us over the holder's thread id. */
@@ -221,8 +231,8 @@ __noinline __u64 wait_holder(__u32 cpu, __u64 start, __u64 end, __u32 waiter_tid
 		held = slice_held(cs, i, start, end);
 		if (!held)
 			continue;
-		if (has_other_entry(cpu, i, tid))
-			held = held_by(cpu, tid, start, end);
+		held = thread_held(cpu, tid, start, end,
+				   held | (__u64)cs->slices[i].shared << ENTRY_SHARED_BIT);
 		if (held > best_held) {
 			best_held = held;
 			best_tid = tid;

@@ -337,7 +337,10 @@ struct slice {
 	__u32 pid;
 	__u32 tid;
 	__u32 kthread;
-	__u32 _pad;
+	/* Another entry may be the same thread's (set when one is made beside
+	 * it, left set when that one is reused): only then is its weight more
+	 * than this entry's. */
+	__u32 shared;
 	__u8 comm[COMM_LEN];
 };
 
