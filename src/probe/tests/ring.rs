@@ -10,13 +10,15 @@ const WAKEUP_BYTES: usize = 256 * 1024;
 /// Far longer than a burst takes: a poll that returns before it was woken.
 const ASLEEP: Duration = Duration::from_secs(30);
 
-/// Reads of /dev/zero, 1 MiB each, every one a slow call by its time on a CPU.
+/// Reads of /dev/urandom, 64 KiB each: every one a slow call by its time on a CPU (~170 us
+/// of generating bytes here, where a read of /dev/zero that stays in cache can pass under the
+/// threshold).
 fn slow_reads(calls: usize) {
-    let mut zero = std::fs::File::open("/dev/zero").unwrap();
-    let mut buf = vec![0u8; 1 << 20];
+    let mut random = std::fs::File::open("/dev/urandom").unwrap();
+    let mut buf = vec![0u8; 64 << 10];
     for _ in 0..calls {
         use std::io::Read;
-        zero.read_exact(&mut buf).unwrap();
+        random.read_exact(&mut buf).unwrap();
     }
 }
 
@@ -49,7 +51,7 @@ fn tp_btf_a_sleeping_reader_is_woken_by_a_burst_again_after_each_read() {
         }
         let writer = std::thread::spawn(|| {
             std::thread::sleep(Duration::from_millis(200));
-            slow_reads(2_000);
+            slow_reads(1_000);
         });
         let started = Instant::now();
         let mut queued = 0;
