@@ -260,11 +260,12 @@ static __always_inline void *record_reserve(__u16 kind, __u16 size, __u64 now)
  * long to come: meanwhile every record forced one (~9 us each here). */
 static __always_inline __u64 record_wakeup(void)
 {
-	struct cpu_state *cs = this_cpu();
+	struct cpu_state *cs;
 	__u64 consumed;
 
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < RINGBUF_WAKEUP_BYTES)
 		return BPF_RB_NO_WAKEUP;
+	cs = this_cpu();
 	consumed = bpf_ringbuf_query(&events, BPF_RB_CONS_POS) + 1;
 	if (cs && cs->woke_reader_at == consumed)
 		return BPF_RB_NO_WAKEUP;
