@@ -164,6 +164,19 @@ struct preemptor_stats {
 	__u64 wait_ns;
 };
 
+/* On each CPU, PREEMPTOR_SLOTS preemptors (by a hash of the key, first
+ * come) count in an array slot (map `preemptor_slots`), cheaper than the
+ * hash lookup of the 40-byte key the others take. */
+enum preemptor_slot_layout {
+	PREEMPTOR_SLOT_BITS = 7,
+	PREEMPTOR_SLOTS = 1 << PREEMPTOR_SLOT_BITS,
+};
+
+struct preemptor_slot {
+	struct preemptor_key key; /* the owner, once stats.count > 0 */
+	struct preemptor_stats stats;
+};
+
 /* KIND_SOFTIRQ: softirq `vector` was raised at ts - delay_ns and started
  * running at ts, in `ctx` (ksoftirqd/N, or the task it interrupted). */
 struct softirq_event {

@@ -57,6 +57,7 @@ plain_abi!(
     types::syscall_stats,
     types::syscall_slot,
     types::runq_slot,
+    types::preemptor_slot,
     types::sample_event,
     types::hardirq_event,
     types::kernel_values,

@@ -385,20 +385,40 @@ fn wait_causes(why_ns: &[u64]) -> WaitCauses {
     }
 }
 
+/// The preemptor counts of every CPU: those in its array slots (a slot
+/// holds a key once its count is not 0) and those in the hash.
 fn read_preemptors(skel: &StalltopSkel<'_>) -> Vec<Preemptor> {
-    let mut out = Vec::new();
-    for (k, per_cpu) in
+    let slots = per_cpu_entries::<u32, types::preemptor_slot>(&skel.maps.preemptor_slots)
+        .into_iter()
+        .flat_map(|(_, per_cpu)| per_cpu.into_iter().map(|slot| (slot.key, slot.stats)));
+    let hashed =
         per_cpu_entries::<types::preemptor_key, types::preemptor_stats>(&skel.maps.preemptors)
-    {
-        out.push(Preemptor {
-            victim_cgroup: k.victim_cgroup,
-            preemptor_cgroup: k.preemptor_cgroup,
-            comm: comm_str(&k.comm),
-            count: per_cpu.iter().map(|s| s.count).sum(),
-            wait_ns: per_cpu.iter().map(|s| s.wait_ns).sum(),
-            kthread: k.kthread != 0,
-        });
+            .into_iter()
+            .flat_map(|(key, per_cpu)| per_cpu.into_iter().map(move |stats| (key, stats)));
+    preemptors_by_key(slots.chain(hashed))
+}
+
+/// `counts` summed by key (one key can count on one CPU in a slot and on
+/// another in the hash), empty ones left out; the most episodes first.
+fn preemptors_by_key(
+    counts: impl Iterator<Item = (types::preemptor_key, types::preemptor_stats)>,
+) -> Vec<Preemptor> {
+    let mut rows: BTreeMap<(u64, u64, [u8; 16], u32), Preemptor> = BTreeMap::new();
+    for (k, stats) in counts.filter(|(_, stats)| stats.count > 0) {
+        let row = rows
+            .entry((k.victim_cgroup, k.preemptor_cgroup, k.comm, k.kthread))
+            .or_insert_with(|| Preemptor {
+                victim_cgroup: k.victim_cgroup,
+                preemptor_cgroup: k.preemptor_cgroup,
+                comm: comm_str(&k.comm),
+                count: 0,
+                wait_ns: 0,
+                kthread: k.kthread != 0,
+            });
+        row.count += stats.count;
+        row.wait_ns += stats.wait_ns;
     }
+    let mut out: Vec<Preemptor> = rows.into_values().collect();
     out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.comm.cmp(&b.comm)));
     out
 }
@@ -450,5 +470,49 @@ mod tests {
             types::cpu_state::default().cost.len(),
             probe_kind::PROBE_MAX.0 as usize
         );
+    }
+
+    fn key(victim: u64, preemptor: u64, comm: &str, kthread: bool) -> types::preemptor_key {
+        let mut key = types::preemptor_key {
+            victim_cgroup: victim,
+            preemptor_cgroup: preemptor,
+            kthread: kthread.into(),
+            ..Default::default()
+        };
+        key.comm[..comm.len()].copy_from_slice(comm.as_bytes());
+        key
+    }
+
+    fn stats(count: u64, wait_ns: u64) -> types::preemptor_stats {
+        types::preemptor_stats { count, wait_ns }
+    }
+
+    /// A hog of another cgroup kept a victim waiting on two CPUs: counted
+    /// in CPU 0's array slot and CPU 1's hash entry, it is one preemptor;
+    /// a slot nobody counted in is none, and a kernel thread of the same
+    /// name is another.
+    #[test]
+    fn preemptors_counted_in_slots_and_hash_are_summed_by_key() {
+        let hog = key(10, 20, "hog", false);
+        let rows = preemptors_by_key(
+            [
+                (hog, stats(3, 30_000_000)),
+                (types::preemptor_key::default(), stats(0, 0)),
+                (key(10, 20, "hog", true), stats(1, 2_000_000)),
+                (hog, stats(4, 50_000_000)),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            (
+                rows[0].comm.as_str(),
+                rows[0].kthread,
+                rows[0].count,
+                rows[0].wait_ns
+            ),
+            ("hog", false, 7, 80_000_000)
+        );
+        assert_eq!((rows[1].kthread, rows[1].count), (true, 1));
     }
 }

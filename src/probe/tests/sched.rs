@@ -1,7 +1,8 @@
 //! The scheduler family on real threads: a thread preempted by its sibling (both attach
 //! modes, with and without syscall hooks, waits timed from sched_info or from wakeups), every
-//! wakeup counted, tp_btf picked by auto, cgroups sharing a run-queue slot, a CPU quota blamed
-//! instead of the bystander, and ksoftirqd threads told to the probes while they run.
+//! wakeup counted, tp_btf picked by auto, cgroups sharing a run-queue slot, preemptors sharing
+//! an array slot, a CPU quota blamed instead of the bystander, and ksoftirqd threads told to
+//! the probes while they run.
 
 use std::time::{Duration, Instant};
 
@@ -161,6 +162,66 @@ fn tp_btf_runq_stats_of_cgroups_sharing_a_slot_are_both_kept() {
             .unwrap_or_else(|| panic!("no runq stats for {cgroup}: {:?}", snapshot.runq));
         // Two spinners on one CPU for SPIN: each waited out the other's slices.
         assert!(row.max_ns >= 1_000_000, "{row:?}");
+    }
+}
+
+/// The `preemptor_slots` index of a preemptor key (preemptor_stats_of in
+/// bpf/sched.bpf.h): the key's five words, hashed.
+fn preemptor_slot_of(victim: u64, preemptor: u64, comm: &str) -> u64 {
+    const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut bytes = [0u8; 16];
+    bytes[..comm.len()].copy_from_slice(comm.as_bytes());
+    let word = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+    // The last word: kthread (0 here) and the padding.
+    let hash = [preemptor, word(0), word(1), 0]
+        .into_iter()
+        .fold(victim.wrapping_mul(FIBONACCI), |h, w| {
+            (h ^ w).wrapping_mul(FIBONACCI)
+        });
+    hash >> (64 - skel::types::preemptor_slot_layout::PREEMPTOR_SLOT_BITS.0)
+}
+
+/// Two threads of our cgroup whose preemptor keys share an array slot
+/// keep each other waiting on one CPU: one counts in the slot (the first
+/// to land there), the other in the hash, and the snapshot names both.
+#[test]
+fn tp_btf_preemptors_sharing_a_slot_are_both_kept() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config(AttachMode::TpBtf);
+    let own_cgroup = own_cgroup_id(&config);
+    let first = "st-slot-0";
+    let slot = preemptor_slot_of(own_cgroup, own_cgroup, first);
+    // About 1 in 128 names lands on the same slot.
+    let second = (1..5000)
+        .map(|i| format!("st-slot-{i}"))
+        .find(|name| preemptor_slot_of(own_cgroup, own_cgroup, name) == slot)
+        .expect("a name whose key shares the first one's slot");
+    let mut storage = ObjectStorage::default();
+    let session = Session::start(&config, &mut storage).expect("probes load");
+
+    let names = [first.to_string(), second];
+    let spinners: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let name = std::ffi::CString::new(name.as_str()).unwrap();
+            spinner(Box::leak(name.into_boxed_c_str()), SPIN)
+        })
+        .collect();
+    spinners.into_iter().for_each(|s| s.join().unwrap());
+
+    let snapshot = session.snapshot(host::monotonic_ns());
+    for name in &names {
+        assert!(
+            snapshot
+                .preemptors
+                .iter()
+                .any(|p| p.victim_cgroup == own_cgroup
+                    && p.preemptor_cgroup == own_cgroup
+                    && &p.comm == name
+                    && p.wait_ns >= 1_000_000),
+            "{name} is no preemptor of {own_cgroup}: {:?}",
+            snapshot.preemptors
+        );
     }
 }
 
