@@ -241,11 +241,10 @@ __noinline __u64 steal_during(__u64 start, __u64 now, __u64 steal_now)
  * `cw`); `holder` held a CPU longest meanwhile, inside syscall
  * `ran_syscall` (-1: none) since `ran_since` (0: unknown);
  * cs->wait_throttle says whether a CPU quota kept it off instead. */
-static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_state *cs, __u64 now,
-					    __u64 wait, __u64 steal_ns, struct task_struct *waiter,
-					    __u64 waiter_cgroup, const struct task_ref *holder,
-					    __s32 ran_syscall, __u64 ran_since,
-					    const struct carried_wait *cw)
+static __always_inline void runq_event_emit(__u16 kind, struct cpu_state *cs, __u64 now, __u64 wait,
+					    __u64 steal_ns, const struct task_ref *waiter,
+					    const struct task_ref *holder, __s32 ran_syscall,
+					    __u64 ran_since, const struct carried_wait *cw)
 {
 	struct runq_event *e = record_reserve(kind, sizeof(*e), now);
 
@@ -253,7 +252,7 @@ static __always_inline void runq_event_emit(bool btf, __u16 kind, struct cpu_sta
 		return;
 	e->wait_ns = wait;
 	e->steal_us = steal_ns / 1000;
-	task_ref_set(btf, &e->waiter, waiter, waiter_cgroup);
+	e->waiter = *waiter;
 	e->ran = *holder;
 	e->ran_syscall = ran_syscall;
 	e->ran_syscall_ns = ran_since && ran_since < now ? now - ran_since : 0;
@@ -287,6 +286,15 @@ struct switch_args {
 	__u64 next; /* struct task_struct *, read with BPF_CORE_READ */
 	__u32 prev_tid;
 	__u32 next_tid;
+	/* read by sched_switch for every episode, directly where tp_btf
+	 * gives the tasks (a branch per read would split the verifier's
+	 * states through the rest of the handler): whether next is of the
+	 * fair class (only those are throttled), next (a record's waiter),
+	 * and prev (the holder where wait_holder found no entry) */
+	__u32 next_fair;
+	__u32 prev_kthread;
+	struct task_ref waiter;
+	struct task_ref prev_holder;
 	/* wait_end's: the wait, from when on this CPU (earlier on others if
 	 * `carried`, its entry in carried_waits), the waiter's cgroup */
 	__u64 wait;
@@ -405,8 +413,8 @@ __noinline int wait_end(void)
 {
 	struct switch_args *a = this_switch_args();
 	struct cpu_state *cs = this_cpu();
-	struct task_struct *next, *prev = (struct task_struct *)bpf_get_current_task();
-	__u32 cpu = bpf_get_smp_processor_id(), next_tid, prev_tid, kthread;
+	struct task_struct *next;
+	__u32 cpu = bpf_get_smp_processor_id(), next_tid, prev_tid, kthread = 0;
 	__u64 now, wait, here_since, next_cgroup, found, held, held_since = 0, held_oncpu = 0;
 	const struct carried_wait *cw = NULL;
 	struct runq_stats *s = NULL;
@@ -438,17 +446,17 @@ __noinline int wait_end(void)
 	cs->wait_throttle.cgroup = 0;
 	cs->wait_throttle.covered_ns = 0;
 	/* Only fair-class tasks are throttled by a CFS quota. */
-	if (BPF_CORE_READ(next, prio) >= MAX_RT_PRIO)
+	if (a->next_fair)
 		wait_throttle_judge(cs, cpu, next, here_since, now, wait, cw);
 
-	if (i >= 0 && i < SLICES) {
+	/* With none found, the task leaving held the CPU; else the holder
+	 * found is an entry's (the waiter runs now, so no open slice is
+	 * another's): the (unreachable) rest names none. */
+	if (!held) {
+		*holder = a->prev_holder;
+		kthread = a->prev_kthread;
+	} else if (i >= 0 && i < SLICES) {
 		slice_holder(cs, i, holder, &kthread);
-	} else {
-		holder->pid = prev_tid ? BPF_CORE_READ(prev, tgid) : 0;
-		holder->tid = prev_tid;
-		holder->cgroup = prev_tid ? task_cgroup(false, prev) : 0;
-		bpf_probe_read_kernel(holder->comm, sizeof(holder->comm), &prev->comm);
-		kthread = !!(BPF_CORE_READ(prev, flags) & PF_KTHREAD);
 	}
 	/* A holder of the CPUs it waited on before outweighs this one's. */
 	if (cw && cw->held_ns > held && cw->holder.tid != holder->tid) {
@@ -482,23 +490,23 @@ __noinline int wait_end(void)
 	}
 	if (held_syscall >= 0 && !held_in_call(held, here_since, held_since, held_oncpu))
 		held_syscall = -1;
-	runq_event_emit(false, next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait,
-			a->steal_ns, next, next_cgroup, holder, held_syscall, held_since, cw);
+	runq_event_emit(next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait, a->steal_ns,
+			&a->waiter, holder, held_syscall, held_since, cw);
 	return 0;
 }
 
 /* Hand a wait of `next` that ended now to wait_end, through this CPU's
  * switch_args. */
-static __always_inline void wait_end_call(struct cpu_state *cs, __u64 now, __u64 wait,
-					  __u64 here_since, __u64 steal_now, __u64 stretch_since,
-					  __u64 stretch_softirq, struct task_struct *next,
-					  __u32 next_tid, __u64 next_cgroup, __u32 prev_tid,
-					  struct runq_stats *s, struct task_state *ps,
-					  struct carried_wait *cw)
+static __always_inline void
+wait_end_call(bool btf, struct cpu_state *cs, __u64 now, __u64 wait, __u64 here_since,
+	      __u64 steal_now, __u64 stretch_since, __u64 stretch_softirq, struct task_struct *next,
+	      __u32 next_tid, __u64 next_cgroup, struct task_struct *prev, __u32 prev_tid,
+	      struct runq_stats *s, struct task_state *ps, struct carried_wait *cw)
 {
 	struct switch_args *args = this_switch_args();
 	bool follows = ps && call_followed(&ps->call);
 	bool ksoftirqd = next_tid == cs->ksoftirqd_tid;
+	bool reported = wait >= (ksoftirqd ? stall_threshold_ns : runq_threshold_ns);
 
 	if (!args)
 		return;
@@ -510,9 +518,11 @@ static __always_inline void wait_end_call(struct cpu_state *cs, __u64 now, __u64
 	 * a hog that softirqs took most of the CPU from. */
 	args->found =
 		wait_holder(bpf_get_smp_processor_id(), here_since, now, next_tid, !ksoftirqd);
-	args->steal_ns = wait >= (ksoftirqd ? stall_threshold_ns : runq_threshold_ns) ?
-				 steal_during(now - wait, now, steal_now) :
-				 0;
+	args->steal_ns = reported ? steal_during(now - wait, now, steal_now) : 0;
+	task_ref_set(btf, &args->prev_holder, prev, prev_tid ? task_cgroup(btf, prev) : 0);
+	args->prev_kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
+	task_ref_set(btf, &args->waiter, next, next_cgroup);
+	args->next_fair = FIELD(btf, next, prio) >= MAX_RT_PRIO;
 	args->stretch_since = stretch_since;
 	args->stretch_softirq = stretch_softirq;
 	args->now = now;
@@ -695,7 +705,7 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 	if (cs) {
 		/* Idle slices too: a wait spent beside an idle CPU is held by
 		 * nobody (tid 0), not by whoever ran before or after. */
-		slice_remember(prev_tid, cs->current_since, now, steal_now);
+		slice_remember(btf, prev, prev_tid, cs->current_since, now, steal_now);
 		softirq_stolen_settle(cs, prev_tid);
 		/* Idle has no sampler ticks: its time is no gap, and the steal
 		 * taken meanwhile (a vCPU woken from idle may wait for the host)
@@ -740,9 +750,9 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 		if (s)
 			runq_wait_record(s, wait);
 		if (wait >= PREEMPT_WAIT_MIN_NS && cs)
-			wait_end_call(cs, now, wait, here_since, steal_now, stretch_since,
-				      stretch_softirq, next, next_tid, next_cgroup, prev_tid, s, ps,
-				      cw);
+			wait_end_call(btf, cs, now, wait, here_since, steal_now, stretch_since,
+				      stretch_softirq, next, next_tid, next_cgroup, prev, prev_tid,
+				      s, ps, cw);
 	}
 	/* After the wait's culprit: prev's sampled call names what it held. */
 	if (sampling_calls() && cs)

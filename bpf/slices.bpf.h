@@ -53,12 +53,13 @@ __noinline __u32 slice_slot(__u32 tid, __u64 start)
 	return slot | shared;
 }
 
-/* The current task (thread `tid`, leaving the CPU: sched_switch runs in
- * its context) held this CPU for [start, end]: remember the slice. A
- * global function, so the verifier checks it once, not once per path of
- * sched_switch; it takes no kernel pointer, so it reads the task's fields
- * with BPF_CORE_READ. */
-__noinline int slice_keep(__u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
+/* The current task (thread `tid` of cgroup `cgroup`, leaving the CPU:
+ * sched_switch runs in its context) held this CPU for [start, end]:
+ * remember the slice. A global function, so the verifier checks it once,
+ * not once per path of sched_switch; it takes no kernel pointer, so it
+ * reads the task's other fields with BPF_CORE_READ (the cgroup, five
+ * reads deep, comes from the caller, which reads it directly). */
+__noinline int slice_keep(__u32 prev_tid, __u64 start, __u64 end, __u64 steal_end, __u64 cgroup)
 {
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	struct cpu_state *cs = this_cpu();
@@ -80,7 +81,7 @@ __noinline int slice_keep(__u32 prev_tid, __u64 start, __u64 end, __u64 steal_en
 		/* A busy task's entry can last all its life: it names the
 		 * cgroup and name the task has now (a task moved into its
 		 * container after it started ran in the parent's first). */
-		sl->cgroup = prev_tid ? task_cgroup(false, t) : 0;
+		sl->cgroup = cgroup;
 		comm_copy(false, sl->comm, t);
 		return 0;
 	}
@@ -93,19 +94,20 @@ __noinline int slice_keep(__u32 prev_tid, __u64 start, __u64 end, __u64 steal_en
 	sl->softirq_ns = softirq;
 	sl->tid = prev_tid;
 	sl->pid = prev_tid ? BPF_CORE_READ(t, tgid) : 0;
-	sl->cgroup = prev_tid ? task_cgroup(false, t) : 0;
+	sl->cgroup = cgroup;
 	sl->kthread = !!(BPF_CORE_READ(t, flags) & PF_KTHREAD);
 	sl->shared = !!(slot & SLOT_SHARED);
 	comm_copy(false, sl->comm, t);
 	return 0;
 }
 
-/* The current task, leaving the CPU, held it for [start, end]: remember
- * the slice if it is long enough to matter to a wait. */
-static __always_inline void slice_remember(__u32 prev_tid, __u64 start, __u64 end, __u64 steal_end)
+/* The current task `prev`, leaving the CPU, held it for [start, end]:
+ * remember the slice if it is long enough to matter to a wait. */
+static __always_inline void slice_remember(bool btf, struct task_struct *prev, __u32 prev_tid,
+					   __u64 start, __u64 end, __u64 steal_end)
 {
 	if (end - start >= SLICE_MIN_NS)
-		slice_keep(prev_tid, start, end, steal_end);
+		slice_keep(prev_tid, start, end, steal_end, prev_tid ? task_cgroup(btf, prev) : 0);
 }
 
 /* How much of [start, end] the span [from, to] covers. */
