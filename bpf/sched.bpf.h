@@ -144,6 +144,18 @@ static __always_inline void preemption_record(struct runq_stats *s, const struct
 	p->wait_ns += wait;
 }
 
+/* `now` if the steal clock moved from `before` to `steal`, else
+ * `moved_at`. Without a branch: in sched_switch's body one would split
+ * the verifier's states through the rest of the handler. */
+static __always_inline __u64 steal_moved(__u64 moved_at, __u64 before, __u64 steal, __u64 now)
+{
+	__u64 diff = before ^ steal, moved = diff | -diff, mask;
+
+	barrier_var(moved); /* kept as arithmetic, not folded into a select */
+	mask = -(moved >> 63);
+	return (now & mask) | (moved_at & ~mask);
+}
+
 /* Slices further apart than this are not interpolated between (and the
  * product below stays far from overflow). */
 #define STEAL_SPAN_MAX_NS 4000000000ULL
@@ -518,7 +530,10 @@ wait_end_call(bool btf, struct cpu_state *cs, __u64 now, __u64 wait, __u64 here_
 	 * a hog that softirqs took most of the CPU from. */
 	args->found =
 		wait_holder(bpf_get_smp_processor_id(), here_since, now, next_tid, !ksoftirqd);
-	args->steal_ns = reported ? steal_during(now - wait, now, steal_now) : 0;
+	/* None if the steal clock has not moved since the wait began. */
+	args->steal_ns = reported && cs->steal_moved_at > now - wait ?
+				 steal_during(now - wait, now, steal_now) :
+				 0;
 	task_ref_set(btf, &args->prev_holder, prev, prev_tid ? task_cgroup(btf, prev) : 0);
 	args->prev_kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
 	task_ref_set(btf, &args->waiter, next, next_cgroup);
@@ -714,6 +729,8 @@ static __always_inline void on_switch(bool btf, bool preempt, struct task_struct
 			cs->last_tick = now;
 			cs->last_tick_steal = steal_read(btf, cs);
 		}
+		cs->steal_moved_at =
+			steal_moved(cs->steal_moved_at, cs->current_steal, steal_now, now);
 		cs->current_since = now;
 		cs->current_tid = next_tid;
 		cs->current_css_set = 0;

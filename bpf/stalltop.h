@@ -506,6 +506,7 @@ struct cpu_state {
 	__u64 current_since;   /* when the running task was switched in */
 	__u64 current_softirq; /* softirq_ns at current_since */
 	__u64 current_steal;   /* the steal clock at current_since */
+	__u64 steal_moved_at;  /* the first switch to read its present value */
 	/* Hooked syscalls: the running task's css_set when its cgroup id was
 	 * last read in this slice (0: not yet), and that id. */
 	__u64 current_css_set;

@@ -98,8 +98,6 @@ fn raw_tp_the_sampler_reads_the_run_queues_steal_clock() {
 /// steal reading from long before.
 #[test]
 fn raw_tp_a_switch_from_idle_restarts_the_steal_clock_of_the_next_gap() {
-    use libbpf_rs::skel::Skel;
-    use libbpf_rs::{MapCore, MapFlags, ProgramInput};
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let config = config(AttachMode::RawTp);
     assert_ne!(
@@ -109,32 +107,14 @@ fn raw_tp_a_switch_from_idle_restarts_the_steal_clock_of_the_next_gap() {
     );
     let mut storage = std::mem::MaybeUninit::uninit();
     let skel = loader::load_detached(&config, &mut storage).expect("raw_tp loads");
-    let cpus = libbpf_rs::num_possible_cpus().unwrap();
-    let stale = skel::types::cpu_state {
-        last_tick: 1,
-        last_tick_steal: 1,
-        ..Default::default()
-    };
-    // SAFETY: cpu_state is Plain (generated from bpf/stalltop.h).
-    let bytes = unsafe { plain::as_bytes(&stale) }.to_vec();
-    skel.maps
-        .cpus
-        .update_percpu(&0u32.to_ne_bytes(), &vec![bytes; cpus], MapFlags::ANY)
-        .unwrap();
-    let prog = skel
-        .object()
-        .progs_mut()
-        .find(|p| p.name() == "raw_sched_switch")
-        .unwrap();
-    let mut args = [0u8; 24]; // preempt, prev, next: no task on either side
-    prog.test_run(ProgramInput {
-        context_in: Some(&mut args),
-        cpu: CPU as u32,
-        flags: libbpf_rs::libbpf_sys::BPF_F_TEST_RUN_ON_CPU,
-        ..Default::default()
-    })
-    .unwrap();
-    let state = cpu_states(&skel)[CPU];
+    let state = switch_from_idle_to_idle(
+        &skel,
+        skel::types::cpu_state {
+            last_tick: 1,
+            last_tick_steal: 1,
+            ..Default::default()
+        },
+    );
     let kernel = proc_stat_steal_ns()
         .into_iter()
         .find(|&(cpu, _)| cpu == CPU)
@@ -145,5 +125,65 @@ fn raw_tp_a_switch_from_idle_restarts_the_steal_clock_of_the_next_gap() {
         state.last_tick_steal.abs_diff(kernel) <= TOLERANCE_NS,
         "after idle the steal clock reads {} ns, /proc/stat says {kernel} ns for cpu {CPU}",
         state.last_tick_steal
+    );
+}
+
+/// Runs raw_sched_switch once on CPU with BPF_PROG_TEST_RUN, from idle to idle (no task on
+/// either side, so no run queue is read: the steal clock reads 0), on CPU's state set to `state`
+/// (every CPU's, in fact); returns CPU's state after the switch.
+fn switch_from_idle_to_idle(
+    skel: &skel::StalltopSkel<'_>,
+    state: skel::types::cpu_state,
+) -> skel::types::cpu_state {
+    use libbpf_rs::skel::Skel;
+    use libbpf_rs::{MapCore, MapFlags, ProgramInput};
+    let cpus = libbpf_rs::num_possible_cpus().unwrap();
+    // SAFETY: cpu_state is Plain (generated from bpf/stalltop.h).
+    let bytes = unsafe { plain::as_bytes(&state) }.to_vec();
+    skel.maps
+        .cpus
+        .update_percpu(&0u32.to_ne_bytes(), &vec![bytes; cpus], MapFlags::ANY)
+        .unwrap();
+    let prog = skel
+        .object()
+        .progs_mut()
+        .find(|p| p.name() == "raw_sched_switch")
+        .unwrap();
+    let mut args = [0u8; 24]; // preempt, prev, next
+    prog.test_run(ProgramInput {
+        context_in: Some(&mut args),
+        cpu: CPU as u32,
+        flags: libbpf_rs::libbpf_sys::BPF_F_TEST_RUN_ON_CPU,
+        ..Default::default()
+    })
+    .unwrap();
+    cpu_states(skel)[CPU]
+}
+
+/// A switch keeps the time the steal clock last moved (steal_moved_at: a wait that began after
+/// it had no steal, and skips the interpolation over its CPU's slices) while the clock reads as
+/// at the switch before, and moves it to the switch where it reads anew. Driven as above: the
+/// switch reads a steal clock of 0, against a state whose last switch read 0, then 5 us.
+#[test]
+fn raw_tp_a_switch_marks_when_the_steal_clock_moved() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let config = config(AttachMode::RawTp);
+    let mut storage = std::mem::MaybeUninit::uninit();
+    let skel = loader::load_detached(&config, &mut storage).expect("raw_tp loads");
+    let earlier = |current_steal| skel::types::cpu_state {
+        current_steal,
+        current_since: 1,
+        steal_moved_at: 1,
+        ..Default::default()
+    };
+
+    let still = switch_from_idle_to_idle(&skel, earlier(0));
+    assert!(still.current_since > 1, "the switch did not run: {still:?}");
+    assert_eq!(still.steal_moved_at, 1, "the clock stood still");
+
+    let moved = switch_from_idle_to_idle(&skel, earlier(5_000));
+    assert_eq!(
+        moved.steal_moved_at, moved.current_since,
+        "the clock moved at this switch"
     );
 }
