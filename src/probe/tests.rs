@@ -128,6 +128,26 @@ pub(super) fn spinner(
 /// many times. A clean attempt that fails, fails the test.
 const ATTEMPTS: usize = 3;
 
+/// `name`, a thread of cgroup `own_cgroup`, kept another of its threads
+/// waiting 1 ms or more: the snapshot counts it as that cgroup's preemptor.
+pub(super) fn assert_kept_own_cgroup_waiting(
+    snapshot: &crate::stream::KernelSnapshot,
+    own_cgroup: u64,
+    name: &str,
+) {
+    assert!(
+        snapshot
+            .preemptors
+            .iter()
+            .any(|p| p.victim_cgroup == own_cgroup
+                && p.preemptor_cgroup == own_cgroup
+                && p.comm == name
+                && p.wait_ns >= 1_000_000),
+        "{name} is no preemptor of {own_cgroup}: {:?}",
+        snapshot.preemptors
+    );
+}
+
 pub(super) fn fight_for_one_cpu(config: ProbeConfig) {
     until_clean(|| fight_once(&config));
 }
@@ -205,17 +225,7 @@ fn fight_once(config: &ProbeConfig) -> Result<(), Contaminated> {
     assert!(ours.preempted_same_cgroup >= 1, "{ours:?}");
     // Each spinner kept the other waiting.
     for spinner in spinners {
-        assert!(
-            snapshot
-                .preemptors
-                .iter()
-                .any(|p| p.victim_cgroup == own_cgroup
-                    && p.preemptor_cgroup == own_cgroup
-                    && p.comm == spinner
-                    && p.wait_ns >= 1_000_000),
-            "{spinner} is no preemptor of {own_cgroup}: {:?}",
-            snapshot.preemptors
-        );
+        assert_kept_own_cgroup_waiting(&snapshot, own_cgroup, spinner);
     }
     // stalltop times its own probes: its cost is known without turning on
     // BPF statistics for every program on the host.

@@ -211,17 +211,7 @@ fn tp_btf_preemptors_sharing_a_slot_are_both_kept() {
 
     let snapshot = session.snapshot(host::monotonic_ns());
     for name in &names {
-        assert!(
-            snapshot
-                .preemptors
-                .iter()
-                .any(|p| p.victim_cgroup == own_cgroup
-                    && p.preemptor_cgroup == own_cgroup
-                    && &p.comm == name
-                    && p.wait_ns >= 1_000_000),
-            "{name} is no preemptor of {own_cgroup}: {:?}",
-            snapshot.preemptors
-        );
+        assert_kept_own_cgroup_waiting(&snapshot, own_cgroup, name);
     }
 }
 
