@@ -175,7 +175,7 @@ static __always_inline void carried_holder_weigh(bool btf, struct carried_wait *
 	held = holder_held_ns(found);
 	if (!held)
 		return;
-	index = slice_of(cpu, holder_tid(found));
+	index = holder_entry(cpu, found);
 	if (index == HOLDER_OPEN) {
 		struct task_struct *curr = FIELD(btf, rq, curr);
 

@@ -453,7 +453,7 @@ __noinline int wait_end(void)
 		s = runq_stats_of(next_cgroup);
 	found = a->found;
 	held = holder_held_ns(found);
-	i = held ? slice_of(cpu, holder_tid(found)) : -1;
+	i = held ? holder_entry(cpu, found) : -1;
 
 	cs->wait_throttle.cgroup = 0;
 	cs->wait_throttle.covered_ns = 0;

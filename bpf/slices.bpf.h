@@ -191,8 +191,12 @@ __noinline __u64 thread_held(__u32 cpu, __u32 tid, __u64 start, __u64 end, __u64
 	return alone;
 }
 
-/* wait_holder's answer: the time held in us over the holder's thread id. */
+/* wait_holder's answer: the time held in us over the holder's entry
+ * (its index + 1, or 0 where slice_of must find it) over its thread id
+ * (below 2^22: PID_MAX_LIMIT). */
 #define HOLDER_TID_BITS 32
+#define HOLDER_ENTRY_SHIFT 24
+#define HOLDER_TID_MASK ((1U << 22) - 1)
 
 static __always_inline __u64 holder_held_ns(__u64 found)
 {
@@ -201,20 +205,20 @@ static __always_inline __u64 holder_held_ns(__u64 found)
 
 static __always_inline __u32 holder_tid(__u64 found)
 {
-	return (__u32)found;
+	return (__u32)found & HOLDER_TID_MASK;
 }
 
 /* The task that held CPU `cpu` longest during [start, end], the running
  * task's open slice included, never the waiter (the run queue's clock and
  * ktime differ by about a microsecond), and idle only if `idle_holds`.
- * Returns (held in us << HOLDER_TID_BITS) | its thread id (0: idle); 0 if
- * none held it a microsecond, or the CPU's state cannot be read
- * (cpu_state_of). (A global function: the verifier checks its loops
- * once.) */
+ * Returns (held in us << HOLDER_TID_BITS) | (its entry + 1 if it has no
+ * other) << HOLDER_ENTRY_SHIFT | its thread id (0: idle); 0 if none held
+ * it a microsecond, or the CPU's state cannot be read (cpu_state_of). (A
+ * global function: the verifier checks its loops once.) */
 __noinline __u64 wait_holder(__u32 cpu, __u64 start, __u64 end, __u32 waiter_tid, bool idle_holds)
 {
 	struct cpu_state *cs = cpu_state_of(cpu);
-	__u64 best_held = 0, held;
+	__u64 best_held = 0, held, shared;
 	__u32 best_tid = 0, current, i;
 
 	if (!cs)
@@ -227,17 +231,21 @@ __noinline __u64 wait_holder(__u32 cpu, __u64 start, __u64 end, __u32 waiter_tid
 	for (i = 0; i < SLICES; i++) {
 		__u32 tid = cs->slices[i].tid;
 
-		/* (The running task's entries were weighed with its open slice.) */
-		if (tid == waiter_tid || tid == current || (!tid && !idle_holds))
+		/* (The running task's entries were weighed with its open slice;
+		 * an entry that ended before the wait began held none of it.) */
+		if (tid == waiter_tid || tid == current || (!tid && !idle_holds) ||
+		    cs->slices[i].end <= start)
 			continue;
+		shared = cs->slices[i].shared;
 		held = slice_held(cs, i, start, end);
 		if (!held)
 			continue;
-		held = thread_held(cpu, tid, start, end,
-				   held | (__u64)cs->slices[i].shared << ENTRY_SHARED_BIT);
+		held = thread_held(cpu, tid, start, end, held | shared << ENTRY_SHARED_BIT);
 		if (held > best_held) {
 			best_held = held;
-			best_tid = tid;
+			/* A thread of one entry names it; of several, slice_of
+			 * finds the latest. */
+			best_tid = shared ? tid : tid | (i + 1) << HOLDER_ENTRY_SHIFT;
 		}
 	}
 	best_held /= 1000;
@@ -264,6 +272,15 @@ __noinline int slice_of(__u32 cpu, __u32 tid)
 	if (found < 0 && cs->current_tid == tid)
 		return HOLDER_OPEN;
 	return found;
+}
+
+/* The index of the entry of the holder wait_holder `found` on CPU `cpu`;
+ * HOLDER_OPEN or -1 as slice_of answers. */
+static __always_inline int holder_entry(__u32 cpu, __u64 found)
+{
+	__u32 entry = (__u32)found >> HOLDER_ENTRY_SHIFT;
+
+	return entry ? (int)entry - 1 : slice_of(cpu, holder_tid(found));
 }
 
 /* The holder of a remembered slice, as a task reference. */
