@@ -252,11 +252,16 @@ __noinline __u64 steal_during(__u64 start, __u64 now, __u64 steal_now)
 /* `waiter` waited `wait` ns and now runs (moved here from other CPUs if
  * `cw`); `holder` held a CPU longest meanwhile, inside syscall
  * `ran_syscall` (-1: none) since `ran_since` (0: unknown);
- * cs->wait_throttle says whether a CPU quota kept it off instead. */
+ * cs->wait_throttle says whether a CPU quota kept it off instead. The
+ * waiter's name is read here, for records sent only (a line of the task
+ * no switch step touches: a cache miss), from the task at `*waiter_task`
+ * (switch_args: a pointer held in wait_end took 8 bytes of stack more,
+ * past the 512 that 6.1 allows sched_switch, wait_end, throttle_cover). */
 static __always_inline void runq_event_emit(__u16 kind, struct cpu_state *cs, __u64 now, __u64 wait,
 					    __u64 steal_ns, const struct task_ref *waiter,
-					    const struct task_ref *holder, __s32 ran_syscall,
-					    __u64 ran_since, const struct carried_wait *cw)
+					    const __u64 *waiter_task, const struct task_ref *holder,
+					    __s32 ran_syscall, __u64 ran_since,
+					    const struct carried_wait *cw)
 {
 	struct runq_event *e = record_reserve(kind, sizeof(*e), now);
 
@@ -265,6 +270,7 @@ static __always_inline void runq_event_emit(__u16 kind, struct cpu_state *cs, __
 	e->wait_ns = wait;
 	e->steal_us = steal_ns / 1000;
 	e->waiter = *waiter;
+	comm_copy(false, e->waiter.comm, (struct task_struct *)*waiter_task);
 	e->ran = *holder;
 	e->ran_syscall = ran_syscall;
 	e->ran_syscall_ns = ran_since && ran_since < now ? now - ran_since : 0;
@@ -298,11 +304,12 @@ struct switch_args {
 	__u64 next; /* struct task_struct *, read with BPF_CORE_READ */
 	__u32 prev_tid;
 	__u32 next_tid;
-	/* read by sched_switch for every episode, directly where tp_btf
-	 * gives the tasks (a branch per read would split the verifier's
-	 * states through the rest of the handler): whether next is of the
-	 * fair class (only those are throttled), next (a record's waiter),
-	 * and prev (the holder where wait_holder found no entry) */
+	/* read by sched_switch, directly where tp_btf gives the tasks:
+	 * whether next is of the fair class (only those are throttled),
+	 * next (a record's waiter, but its name: runq_event_emit reads that)
+	 * for every episode (a branch on it split the verifier's states
+	 * through the rest of the handler, +5,400 instructions), and prev
+	 * (the holder) where wait_holder found no entry */
 	__u32 next_fair;
 	__u32 prev_kthread;
 	struct task_ref waiter;
@@ -503,7 +510,7 @@ __noinline int wait_end(void)
 	if (held_syscall >= 0 && !held_in_call(held, here_since, held_since, held_oncpu))
 		held_syscall = -1;
 	runq_event_emit(next_is_ksoftirqd ? KIND_TAKEOVER : KIND_RUNQ, cs, now, wait, a->steal_ns,
-			&a->waiter, holder, held_syscall, held_since, cw);
+			&a->waiter, &a->next, holder, held_syscall, held_since, cw);
 	return 0;
 }
 
@@ -534,9 +541,15 @@ wait_end_call(bool btf, struct cpu_state *cs, __u64 now, __u64 wait, __u64 here_
 	args->steal_ns = reported && cs->steal_moved_at > now - wait ?
 				 steal_during(now - wait, now, steal_now) :
 				 0;
-	task_ref_set(btf, &args->prev_holder, prev, prev_tid ? task_cgroup(btf, prev) : 0);
-	args->prev_kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
-	task_ref_set(btf, &args->waiter, next, next_cgroup);
+	/* The task leaving holds the wait where no entry did (1% of
+	 * episodes in an overload); its cgroup is five loads deep. */
+	if (!args->found) {
+		task_ref_set(btf, &args->prev_holder, prev, prev_tid ? task_cgroup(btf, prev) : 0);
+		args->prev_kthread = !!(FIELD(btf, prev, flags) & PF_KTHREAD);
+	}
+	args->waiter.pid = FIELD(btf, next, tgid);
+	args->waiter.tid = next_tid;
+	args->waiter.cgroup = next_cgroup;
 	args->next_fair = FIELD(btf, next, prio) >= MAX_RT_PRIO;
 	args->stretch_since = stretch_since;
 	args->stretch_softirq = stretch_softirq;
