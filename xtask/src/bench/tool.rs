@@ -296,7 +296,9 @@ impl Attached {
     }
 }
 
-/// Records a stalltop recording lost, by its report.
+/// Records a stalltop recording lost, by its report. Fails where a probe
+/// family was refused (a verifier error falls back to raw_tp): such a run
+/// measures other programs than the ones the bench is about.
 pub fn lost_events(stalltop: &Path, recording: &Path) -> Result<u64> {
     let out = Command::new(stalltop)
         .arg("report")
@@ -305,9 +307,30 @@ pub fn lost_events(stalltop: &Path, recording: &Path) -> Result<u64> {
         .output()?;
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .with_context(|| format!("stalltop report: {}", String::from_utf8_lossy(&out.stderr)))?;
+    let refused = refused_probes(&report);
+    if !refused.is_empty() {
+        bail!("stalltop's probes did not all load: {}", refused.join("; "));
+    }
     Ok(report["lost_events"]
         .as_object()
         .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum()))
+}
+
+/// Each probe family's refusal in a report, as "family (attach): error".
+fn refused_probes(report: &serde_json::Value) -> Vec<String> {
+    report["probes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|probe| {
+            let error = probe["error"].as_str()?;
+            Some(format!(
+                "{} ({}): {error}",
+                probe["family"].as_str().unwrap_or("?"),
+                probe["attach"].as_str().unwrap_or("?")
+            ))
+        })
+        .collect()
 }
 
 /// Sends `signal` to our own child process.
@@ -317,4 +340,24 @@ pub fn signal(child: &Child, signal: rustix::process::Signal) -> Result<()> {
         .and_then(rustix::process::Pid::from_raw)
         .context("the child's pid")?;
     rustix::process::kill_process(pid, signal).context("kill")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_family_is_named_with_its_error_and_a_loaded_one_is_not() {
+        let report = serde_json::json!({"probes": [
+            {"family": "sched", "attach": "tp_btf", "loaded": false,
+             "error": "the verifier rejects btf_sched_switch"},
+            {"family": "sched", "attach": "raw_tp", "loaded": true, "error": null},
+            {"family": "sampler", "attach": "tp_btf", "loaded": true, "error": null},
+        ]});
+        assert_eq!(
+            refused_probes(&report),
+            ["sched (tp_btf): the verifier rejects btf_sched_switch"]
+        );
+        assert!(refused_probes(&serde_json::json!({"probes": []})).is_empty());
+    }
 }
