@@ -56,6 +56,16 @@ static __always_inline __u64 run_delay_of(bool btf, struct task_struct *t)
 	return FIELD(btf, t, sched_info.run_delay);
 }
 
+/* How many times `p` has been switched in, by sched_info (the low 32
+ * bits; 0 without it). At sched_switch, next's count does not yet include
+ * the switch. */
+static __always_inline __u32 runs_of(bool btf, struct task_struct *p)
+{
+	if (!bpf_core_field_exists(struct task_struct, sched_info))
+		return 0;
+	return (__u32)FIELD(btf, p, sched_info.pcount);
+}
+
 /* `next` (thread `tid`, mark `m`) runs now, after waiting `kernel_wait` ns
  * here as sched_info counts it (0: it did not wait): its mark takes the
  * run_delay the scheduler is about to count, and forgets its wakeup.
@@ -71,6 +81,10 @@ static __always_inline struct carried_wait *run_mark_switch_in(bool btf, struct 
 		return NULL;
 	if (m->tid == tid && m->carried)
 		cw = bpf_map_lookup_elem(&carried_waits, &tid);
+	/* It ran since it moved, by a switch the probes did not see: the
+	 * wait ending now began after that run, not where the move left it. */
+	if (cw && cw->runs != runs_of(btf, next))
+		cw = NULL;
 	m->tid = tid;
 	m->carried = 0;
 	m->woken_at = 0;
@@ -251,6 +265,9 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 	cpu = FIELD(btf, rq, cpu);
 
 	earlier = m->tid == tid && m->carried ? bpf_map_lookup_elem(&carried_waits, &tid) : NULL;
+	/* A move before a run the probes did not see began another wait. */
+	if (earlier && earlier->runs != runs_of(btf, p))
+		earlier = NULL;
 	if (earlier) {
 		cw = *earlier;
 		from = cw.until;
@@ -260,6 +277,7 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 		from = since;
 	}
 	cw.until = now;
+	cw.runs = runs_of(btf, p);
 	cw.migrations++;
 	carried_holder_weigh(btf, &cw, cpu, rq, tid, from, now);
 	/* Only fair-class tasks are throttled by a CFS quota. */

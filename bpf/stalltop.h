@@ -573,7 +573,10 @@ struct carried_wait {
 	__u32 kthread;
 	__u32 from_cpu;
 	__u32 migrations;
-	__u32 _pad;
+	/* The task's runs (sched_info.pcount, low bits) at its latest move:
+	 * the wait is the one that ends at its next switch-in only while
+	 * they match (a switch the probes did not see ran it meanwhile). */
+	__u32 runs;
 	/* Of [since, until], the time a CFS quota throttle of its hierarchy
 	 * covered on the CPUs it left, and the throttled cgroup of the CPU
 	 * where one covered the most. */

@@ -40,6 +40,15 @@ pub struct Session<'obj> {
     loaded: Loaded<'obj>,
 }
 
+#[cfg(test)]
+impl Session<'_> {
+    /// The maps every family shares: for tests that set a state the probes reach only where
+    /// the kernel does something a test cannot make it do.
+    pub(super) fn maps(&self) -> &super::skel::StalltopSkel<'_> {
+        self.loaded.maps()
+    }
+}
+
 impl<'obj> Session<'obj> {
     /// Load and attach; `storage` backs the BPF objects and must outlive
     /// the session.

@@ -217,3 +217,135 @@ fn tp_btf_timing_waits_from_wakeups_a_moved_wait_blames_the_first_cpus_hog() {
 fn raw_tp_timing_waits_from_wakeups_a_moved_wait_blames_the_first_cpus_hog() {
     a_moved_wait_is_whole(without_sched_info(config(AttachMode::RawTp)));
 }
+
+/// How long the carried-wait test's real-time hog keeps CPU 1 from the sleeper it wakes.
+const HELD_OFF_NS: u64 = 15 * MS;
+/// The carried wait set up for it: it left CPU 0 this long before the sleeper wakes.
+const CARRIED_UNTIL_BEFORE: u64 = 40 * MS;
+const CARRIED_SPAN: u64 = 5 * MS;
+
+/// Thread `tid`'s switch-ins so far (sched_info.pcount): the third field of its schedstat.
+fn runs_of(tid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap();
+    stat.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// Sets, for thread `tid`, the state a move while it waited leaves: its run mark says a wait
+/// is carried, and the carried wait left CPU 0 at `until` after CARRIED_SPAN there, when the
+/// thread had been switched in `runs` times.
+fn carry_a_wait(session: &Session<'_>, tid: u32, until: u64, runs: u64) {
+    use libbpf_rs::{MapCore, MapFlags};
+    let maps = &session.maps().maps;
+    let mark = skel::types::run_mark {
+        tid,
+        carried: 1,
+        ..Default::default()
+    };
+    let marks = maps.run_marks.max_entries();
+    // SAFETY: run_mark and carried_wait are Plain (generated from bpf/stalltop.h).
+    let mark = unsafe { plain::as_bytes(&mark) };
+    maps.run_marks
+        .update(&(tid % marks).to_ne_bytes(), mark, MapFlags::ANY)
+        .unwrap();
+    let wait = skel::types::carried_wait {
+        since: until - CARRIED_SPAN,
+        until,
+        migrations: 1,
+        runs: runs as u32,
+        ..Default::default()
+    };
+    // SAFETY: as above.
+    let wait = unsafe { plain::as_bytes(&wait) };
+    maps.carried_waits
+        .update(&tid.to_ne_bytes(), wait, MapFlags::ANY)
+        .unwrap();
+}
+
+/// A sleeper on CPU 1 wakes behind a real-time hog there, with a wait carried from CPU 0 set
+/// up while it sleeps, as of `runs_since_move` switch-ins ago; returns the wait stalltop
+/// reported for it and how long the hog held it off by its own clock.
+fn wake_with_a_carried_wait(
+    config: &ProbeConfig,
+    runs_since_move: u64,
+) -> Result<(RunqWait, u64), Contaminated> {
+    let mut storage = ObjectStorage::default();
+    let mut session = Session::start(config, &mut storage).expect("probes load");
+    let wake_ns = host::monotonic_ns() + 50 * MS;
+    let sleeper_tid = AtomicI32::new(0);
+    let budget = RtBudget::create();
+    let ran_ns = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            set_name(c"st-hog1");
+            pin_to(1);
+            budget.join_as_real_time(10);
+            sleep_until(wake_ns - MS);
+            spin_until(wake_ns + HELD_OFF_NS);
+        });
+        let sleeper = scope.spawn(|| {
+            set_name(c"st-sleeper");
+            pin_to(1);
+            // SAFETY: gettid has no preconditions.
+            sleeper_tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
+            sleep_until(wake_ns);
+            host::monotonic_ns()
+        });
+        // The sleeper is asleep from well before this until wake_ns.
+        sleep_until(wake_ns - 30 * MS);
+        let tid = sleeper_tid.load(Ordering::SeqCst) as u32;
+        let runs = runs_of(tid) - runs_since_move;
+        carry_a_wait(&session, tid, wake_ns - CARRIED_UNTIL_BEFORE, runs);
+        sleeper.join().unwrap()
+    });
+    let tid = sleeper_tid.load(Ordering::SeqCst) as u32;
+    let records = session.poll(Duration::from_millis(100));
+    let waits = runq_waits_of(&records, tid);
+    let Some(wait) = waits
+        .iter()
+        .find(|w| w.ts_ns >= wake_ns && w.ts_ns <= ran_ns)
+    else {
+        return Err(Contaminated(format!(
+            "no wait of the sleeper was reported: {waits:#?}"
+        )));
+    };
+    if wait.ran.comm != "st-hog1" {
+        return Err(Contaminated(format!(
+            "the sleeper waited behind {}",
+            wait.ran.comm
+        )));
+    }
+    Ok((wait.clone(), ran_ns - wake_ns))
+}
+
+/// A wait carried from another CPU is the one that ends at the thread's next switch-in only
+/// if the thread has not run since it moved. A switch the probes do not see (CI's exact-mode
+/// moved-sleeper run on this VM's kernel reported a 20 ms sleep as a wait moved from CPU 0)
+/// leaves the carried wait in place: the next switch-in seen, after a sleep, must not take it
+/// for its own. Both sides: the same state, as of no run since the move, is taken whole.
+fn a_carried_wait_the_thread_ran_after_is_not_its_next_wait(config: ProbeConfig) {
+    let mut stale = None;
+    until_clean(|| wake_with_a_carried_wait(&config, 1).map(|w| stale = Some(w)));
+    let (wait, held_off) = stale.unwrap();
+    assert!(
+        wait.wait_ns.abs_diff(held_off) <= WAIT_TOLERANCE_NS && wait.migrated.is_none(),
+        "held off {held_off} ns, after a run the move did not see: {wait:#?}"
+    );
+    let mut carried = None;
+    until_clean(|| wake_with_a_carried_wait(&config, 0).map(|w| carried = Some(w)));
+    let (wait, held_off) = carried.unwrap();
+    let whole = held_off + CARRIED_UNTIL_BEFORE + CARRIED_SPAN;
+    assert!(
+        wait.wait_ns.abs_diff(whole) <= WAIT_TOLERANCE_NS
+            && wait.migrated.is_some_and(|m| m.from_cpu == 0),
+        "held off {held_off} ns after a wait carried from CPU 0 ({whole} ns in all): {wait:#?}"
+    );
+}
+
+#[test]
+fn tp_btf_a_carried_wait_the_thread_ran_after_is_not_its_next_wait() {
+    a_carried_wait_the_thread_ran_after_is_not_its_next_wait(config(AttachMode::TpBtf));
+}
+
+#[test]
+fn raw_tp_a_carried_wait_the_thread_ran_after_is_not_its_next_wait() {
+    a_carried_wait_the_thread_ran_after_is_not_its_next_wait(config(AttachMode::RawTp));
+}
