@@ -1,8 +1,9 @@
 //! Compiles bpf/stalltop.bpf.c into a libbpf-rs skeleton in OUT_DIR, and the same object for
-//! the other supported architecture (OUT_DIR/stalltop.<arch>.bpf.o): every build checks that
-//! bpf/ compiles for both, and `cargo xtask kernel-matrix --arm64` loads that object in an arm64
-//! guest. xtask asks cargo for it rather than compile it itself: xtask must build on a machine
-//! with no C library or header, before it installs them.
+//! the other supported architecture; both objects stay there (OUT_DIR/stalltop.<arch>.bpf.o):
+//! every build checks that bpf/ compiles for both, `cargo xtask arm64-verify` loads the arm64
+//! one in an arm64 guest, and `cargo xtask bpf-stack` adds up the stack of each program's call
+//! chains in both. xtask asks cargo for them rather than compile them itself: xtask must build
+//! on a machine with no C library or header, before it installs them.
 
 use std::env;
 use std::ffi::OsString;
@@ -21,6 +22,7 @@ fn main() {
     SkeletonBuilder::new()
         .source("bpf/stalltop.bpf.c")
         .clang_args(clang_args(&arch))
+        .obj(out_dir.join(format!("stalltop.{arch}.bpf.o")))
         .build_and_generate(out_dir.join("stalltop.skel.rs"))
         .expect("failed to build the BPF skeleton from bpf/stalltop.bpf.c");
 

@@ -5,11 +5,11 @@
 //! matrix's budget. `--write-docs` writes the result into docs/kernels.md.
 
 pub(crate) mod docs;
-mod elf;
+pub(crate) mod elf;
 mod guest_files;
 mod guest_script;
 mod iterator;
-mod object;
+pub(crate) mod object;
 mod results;
 
 use std::fs;

@@ -2,6 +2,7 @@
 
 mod arm64_verify;
 mod bench;
+mod bpf_stack;
 mod checks;
 mod child;
 #[cfg(test)]
@@ -59,6 +60,9 @@ enum Command {
     /// Boot Debian's stock arm64 6.1 kernel under QEMU and load every program of the arm64 BPF
     /// object through its verifier.
     Arm64Verify(arm64_verify::Args),
+    /// Add up the stack of each BPF program's deepest chain of calls, in the objects for both
+    /// architectures, against the verifier's 512 bytes.
+    BpfStack,
     /// Run target/release/stalltop serve under a real Prometheus through real scenarios.
     FleetTest,
 }
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
         Command::KernelMatrix(args) => matrix::main(&args),
         Command::Static => static_build::main(),
         Command::Arm64Verify(args) => arm64_verify::main(&args),
+        Command::BpfStack => bpf_stack::main(),
         Command::FleetTest => fleet_test::main(),
     };
     match result {

@@ -4,7 +4,9 @@
 //! (`cargo xtask static`: no shared libraries, and it runs), then the scenario tests (in every
 //! syscall mode), the terminal test and the fleet test (`serve` under a real Prometheus) against
 //! the release binary, the arm64 object through an arm64 kernel's verifier, and the kernel
-//! matrix, whose guests run the static one; one at a time.
+//! matrix, whose guests run the static one; one at a time. Before the static binary, the
+//! stack of the BPF programs' call chains (bpf_stack.rs), from the objects the release build
+//! wrote.
 
 use std::process::Command;
 
@@ -14,7 +16,7 @@ use clap::ValueEnum;
 
 use crate::checks::report::SyscallMode;
 use crate::workspace::cargo;
-use crate::{commit_shape, prereqs, static_build};
+use crate::{bpf_stack, commit_shape, prereqs, static_build};
 
 pub fn main() -> Result<()> {
     step("xtask builds without C libraries", xtask_builds_no_c)?;
@@ -42,6 +44,10 @@ pub fn main() -> Result<()> {
     step("release build", || {
         cargo(&["build", "--release", "-p", "stalltop"])
     })?;
+    step(
+        "BPF call chains' stack (at most 512 bytes, frames rounded up to 32)",
+        bpf_stack::main,
+    )?;
     step("static binary (no shared libraries)", static_build::main)?;
     // Every scenario in every syscall mode (sampled is the default).
     for mode in SyscallMode::value_variants() {

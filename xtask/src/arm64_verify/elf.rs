@@ -1,15 +1,18 @@
-//! The little of 64-bit little-endian ELF this command reads: section headers and names,
-//! function symbols and globals of a BPF object, and what an executable needs to run (its
+//! The little of 64-bit little-endian ELF xtask reads: section headers and names, function
+//! symbols, globals and relocations of a BPF object, and what an executable needs to run (its
 //! interpreter and shared libraries).
 
 use anyhow::{bail, ensure, Context, Result};
 
 const SHT_SYMTAB: u32 = 2;
 const SHT_DYNAMIC: u32 = 6;
+const SHT_REL: u32 = 9;
 const STT_OBJECT: u8 = 1;
 const STT_FUNC: u8 = 2;
 const STB_GLOBAL: u8 = 1;
 const DT_NEEDED: u64 = 1;
+/// A section flag: it holds instructions (libbpf's programs).
+pub const SHF_EXECINSTR: u64 = 0x4;
 
 pub struct Elf<'a> {
     data: &'a [u8],
@@ -27,6 +30,33 @@ pub struct Section {
     pub offset: usize,
     size: usize,
     link: usize,
+    /// For a relocation section, the index of the section it applies to (sh_info).
+    info: usize,
+}
+
+/// A relocation: the symbol (an index of `Elf::symbol_table`) that the bytes at `offset` of
+/// the section at `section` refer to.
+pub struct Relocation {
+    pub section: usize,
+    pub offset: usize,
+    pub symbol: usize,
+}
+
+/// Any entry of the symbol table: the section it is in (its index), its value (an offset in
+/// that section in an object file), its size, type (STT_*) and binding (STB_*).
+pub struct TableSymbol {
+    pub name: String,
+    pub section: usize,
+    pub value: usize,
+    pub size: usize,
+    kind: u8,
+    binding: u8,
+}
+
+impl TableSymbol {
+    pub fn is_function(&self) -> bool {
+        self.kind == STT_FUNC
+    }
 }
 
 /// A function or data symbol, in the section at `section` (an index of `Elf::sections`).
@@ -66,6 +96,7 @@ impl<'a> Elf<'a> {
                 offset: field(index, 0x18)?,
                 size: field(index, 0x20)?,
                 link: u32_at(data, header(index) + 0x28)? as usize,
+                info: u32_at(data, header(index) + 0x2c)? as usize,
             });
         }
         Ok(Elf { data, sections })
@@ -81,28 +112,61 @@ impl<'a> Elf<'a> {
             .with_context(|| format!("section {} runs past the file", section.name))
     }
 
-    /// The function and data symbols of the symbol table.
-    pub fn symbols(&self) -> Result<Vec<Symbol>> {
+    /// Whether section `section` holds instructions (a BPF object's programs and functions).
+    pub fn executable(&self, section: &Section) -> Result<bool> {
+        Ok(u64_at(self.data, section.flags_field)? & SHF_EXECINSTR != 0)
+    }
+
+    /// Every entry of the symbol table, in its order (relocations name them by index).
+    pub fn symbol_table(&self) -> Result<Vec<TableSymbol>> {
         let Some(table) = self.sections.iter().find(|s| s.kind == SHT_SYMTAB) else {
             return Ok(Vec::new());
         };
         let names = &self.sections[table.link];
         let mut symbols = Vec::new();
         for entry in self.contents(table)?.chunks_exact(24) {
-            let kind = entry[4] & 0xf;
-            if kind != STT_FUNC && kind != STT_OBJECT {
-                continue;
-            }
-            symbols.push(Symbol {
+            symbols.push(TableSymbol {
                 name: c_string(self.data, names.offset + u32_at(entry, 0)? as usize)?,
                 section: u16_at(entry, 6)? as usize,
-                offset: u64_at(entry, 8)? as usize,
+                value: u64_at(entry, 8)? as usize,
                 size: u64_at(entry, 16)? as usize,
-                is_function: kind == STT_FUNC,
-                global: entry[4] >> 4 == STB_GLOBAL,
+                kind: entry[4] & 0xf,
+                binding: entry[4] >> 4,
             });
         }
         Ok(symbols)
+    }
+
+    /// The relocations of every section (SHT_REL: BPF objects have no addends).
+    pub fn relocations(&self) -> Result<Vec<Relocation>> {
+        let mut relocations = Vec::new();
+        for table in self.sections.iter().filter(|s| s.kind == SHT_REL) {
+            for entry in self.contents(table)?.chunks_exact(16) {
+                relocations.push(Relocation {
+                    section: table.info,
+                    offset: u64_at(entry, 0)? as usize,
+                    symbol: (u64_at(entry, 8)? >> 32) as usize,
+                });
+            }
+        }
+        Ok(relocations)
+    }
+
+    /// The function and data symbols of the symbol table.
+    pub fn symbols(&self) -> Result<Vec<Symbol>> {
+        Ok(self
+            .symbol_table()?
+            .into_iter()
+            .filter(|s| s.kind == STT_FUNC || s.kind == STT_OBJECT)
+            .map(|s| Symbol {
+                is_function: s.is_function(),
+                global: s.binding == STB_GLOBAL,
+                name: s.name,
+                section: s.section,
+                offset: s.value,
+                size: s.size,
+            })
+            .collect())
     }
 
     /// The program interpreter an executable names (.interp), if it has one.

@@ -12,12 +12,10 @@ use std::path::PathBuf;
 use anyhow::{ensure, Context, Result};
 use serde::Deserialize;
 
-use super::elf::{self, Elf};
+use super::elf::{self, Elf, SHF_EXECINSTR};
 use crate::checks::report::SyscallMode;
 use crate::matrix::binaries::cargo_messages;
 
-/// A section flag: it holds instructions (libbpf's programs).
-const SHF_EXECINSTR: u64 = 0x4;
 /// build.rs's name of the other architecture's object in its OUT_DIR.
 const OBJECT: &str = "stalltop.aarch64.bpf.o";
 
@@ -50,14 +48,19 @@ struct BuildScriptRun {
 /// Has cargo run build.rs (which compiles the object for both architectures) and finds the
 /// arm64 object it wrote. The release build's: `cargo xtask test` has built it already.
 pub fn build() -> Result<PathBuf> {
+    Ok(out_dir()?.join(OBJECT))
+}
+
+/// Has cargo run build.rs, and finds the directory it wrote the objects of both architectures
+/// to (`stalltop.<arch>.bpf.o`, Rust's arch names).
+pub fn out_dir() -> Result<PathBuf> {
     let messages = cargo_messages(&["build", "--release", "-p", "stalltop"])?;
     messages
         .lines()
         .filter_map(|line| serde_json::from_str::<BuildScriptRun>(line).ok())
         .filter(|message| message.reason == "build-script-executed")
         .filter_map(|message| message.out_dir)
-        .map(|dir| dir.join(OBJECT))
-        .find(|object| object.is_file())
+        .find(|dir| dir.join(OBJECT).is_file())
         .with_context(|| format!("no build script of the workspace wrote {OBJECT}"))
 }
 
