@@ -56,14 +56,15 @@ static __always_inline __u64 run_delay_of(bool btf, struct task_struct *t)
 	return FIELD(btf, t, sched_info.run_delay);
 }
 
-/* How many times `p` has been switched in, by sched_info (the low 32
- * bits; 0 without it). At sched_switch, next's count does not yet include
- * the switch. */
-static __always_inline __u32 runs_of(bool btf, struct task_struct *p)
+/* The mark's `carried` for `p` as of now: its switch-ins so far, by
+ * sched_info (the low 32 bits), + 1 (never 0, the mark's "none", but
+ * after 2^32 - 1 runs); 1 without sched_info. At sched_switch, next's
+ * count does not yet include that switch. */
+static __always_inline __u32 carried_mark(bool btf, struct task_struct *p)
 {
 	if (!bpf_core_field_exists(struct task_struct, sched_info))
-		return 0;
-	return (__u32)FIELD(btf, p, sched_info.pcount);
+		return 1;
+	return (__u32)FIELD(btf, p, sched_info.pcount) + 1;
 }
 
 /* `next` (thread `tid`, mark `m`) runs now, after waiting `kernel_wait` ns
@@ -76,15 +77,17 @@ static __always_inline struct carried_wait *run_mark_switch_in(bool btf, struct 
 							       __u64 kernel_wait)
 {
 	struct carried_wait *cw = NULL;
+	__u32 carried = carried_mark(btf, next);
 
 	if (!m)
 		return NULL;
-	if (m->tid == tid && m->carried)
+	/* Not if it ran since it moved, by a switch the probes did not see:
+	 * the wait ending now began after that run. (The count is read for
+	 * every switch-in, on the line runq_wait reads: one more test in
+	 * the branch there was, not a branch of its own, which split the
+	 * verifier's states through the rest of the handler.) */
+	if (m->tid == tid && m->carried == carried)
 		cw = bpf_map_lookup_elem(&carried_waits, &tid);
-	/* It ran since it moved, by a switch the probes did not see: the
-	 * wait ending now began after that run, not where the move left it. */
-	if (cw && cw->runs != runs_of(btf, next))
-		cw = NULL;
 	m->tid = tid;
 	m->carried = 0;
 	m->woken_at = 0;
@@ -264,10 +267,10 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 		return;
 	cpu = FIELD(btf, rq, cpu);
 
-	earlier = m->tid == tid && m->carried ? bpf_map_lookup_elem(&carried_waits, &tid) : NULL;
-	/* A move before a run the probes did not see began another wait. */
-	if (earlier && earlier->runs != runs_of(btf, p))
-		earlier = NULL;
+	/* (A move before a run the probes did not see was of another wait.) */
+	earlier = m->tid == tid && m->carried == carried_mark(btf, p) ?
+			  bpf_map_lookup_elem(&carried_waits, &tid) :
+			  NULL;
 	if (earlier) {
 		cw = *earlier;
 		from = cw.until;
@@ -277,7 +280,6 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 		from = since;
 	}
 	cw.until = now;
-	cw.runs = runs_of(btf, p);
 	cw.migrations++;
 	carried_holder_weigh(btf, &cw, cpu, rq, tid, from, now);
 	/* Only fair-class tasks are throttled by a CFS quota. */
@@ -289,7 +291,7 @@ static __always_inline void on_migrate(bool btf, struct task_struct *p)
 		m->tid = tid;
 		m->run_delay = 0;
 	}
-	m->carried = 1;
+	m->carried = carried_mark(btf, p);
 }
 
 #endif /* STALLTOP_MIGRATION_BPF_H */

@@ -554,6 +554,10 @@ struct cpu_state {
  * sleep before as waiting (delayed dequeue: see migration.bpf.h). */
 struct run_mark {
 	__u32 tid;
+	/* 0, or the thread's switch-ins (sched_info.pcount) + 1 when a move
+	 * last carried a wait for it: the wait is the one its next switch-in
+	 * ends only while the count is the same (a switch the probes did not
+	 * see may have run it meanwhile). */
 	__u32 carried;
 	__u64 run_delay;
 	__u64 woken_at; /* bpf_ktime_get_ns(); 0: not woken since it ran */
@@ -573,10 +577,7 @@ struct carried_wait {
 	__u32 kthread;
 	__u32 from_cpu;
 	__u32 migrations;
-	/* The task's runs (sched_info.pcount, low bits) at its latest move:
-	 * the wait is the one that ends at its next switch-in only while
-	 * they match (a switch the probes did not see ran it meanwhile). */
-	__u32 runs;
+	__u32 _pad;
 	/* Of [since, until], the time a CFS quota throttle of its hierarchy
 	 * covered on the CPUs it left, and the throttled cgroup of the CPU
 	 * where one covered the most. */

@@ -231,14 +231,14 @@ fn runs_of(tid: u32) -> u64 {
 }
 
 /// Sets, for thread `tid`, the state a move while it waited leaves: its run mark says a wait
-/// is carried, and the carried wait left CPU 0 at `until` after CARRIED_SPAN there, when the
-/// thread had been switched in `runs` times.
+/// is carried, as of `runs` switch-ins, and the carried wait left CPU 0 at `until` after
+/// CARRIED_SPAN there.
 fn carry_a_wait(session: &Session<'_>, tid: u32, until: u64, runs: u64) {
     use libbpf_rs::{MapCore, MapFlags};
     let maps = &session.maps().maps;
     let mark = skel::types::run_mark {
         tid,
-        carried: 1,
+        carried: runs as u32 + 1,
         ..Default::default()
     };
     let marks = maps.run_marks.max_entries();
@@ -251,7 +251,6 @@ fn carry_a_wait(session: &Session<'_>, tid: u32, until: u64, runs: u64) {
         since: until - CARRIED_SPAN,
         until,
         migrations: 1,
-        runs: runs as u32,
         ..Default::default()
     };
     // SAFETY: as above.
